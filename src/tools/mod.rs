@@ -1,0 +1,316 @@
+//! The tool registry and the dispatcher.
+//!
+//! Built-in tools and script tools implement the same [`Tool`] trait and live
+//! in one [`Registry`]: the model sees one list and the dispatcher calls
+//! every tool the same way. [`Registry::dispatch`] turns every failure
+//! (unknown tool, arguments that are not JSON or miss a required field, a
+//! failing handler) into a [`ToolOutput`] the model can read; it never
+//! returns an error and never panics on model input.
+
+pub mod builtin;
+pub mod messages;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{ErrorKind, ToolCall, ToolOutput};
+use crate::runtime::Runtime;
+
+/// What the model is told about a tool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object describing the arguments.
+    pub parameters: Value,
+}
+
+/// Where a tool comes from; shown by `/tools` and at startup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolOrigin {
+    Builtin,
+    Script,
+}
+
+/// Everything a running tool may use.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub runtime: Arc<Runtime>,
+    /// Cancelled when the person interrupts the turn.
+    pub cancel: CancellationToken,
+    /// The id of the call being answered (used to name spill files).
+    pub call_id: String,
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+
+    fn origin(&self) -> ToolOrigin {
+        ToolOrigin::Builtin
+    }
+
+    /// Runs the tool. `args` has already been checked against the schema's
+    /// `required` list and top-level types. Failures are returned as a
+    /// failed [`ToolOutput`], never as a panic.
+    fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput>;
+}
+
+/// All tools of one agent, in the order the model sees them.
+#[derive(Clone, Default)]
+pub struct Registry {
+    tools: Vec<Arc<dyn Tool>>,
+    index: HashMap<String, usize>,
+}
+
+impl Registry {
+    /// A registry holding the built-in tools.
+    pub fn with_builtins() -> Self {
+        let mut registry = Registry::default();
+        for tool in builtin::all() {
+            registry.register(tool);
+        }
+        registry
+    }
+
+    /// Adds a tool. A tool with the name of one already registered replaces
+    /// it in place, and the replaced tool is returned so the caller can say so.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Option<Arc<dyn Tool>> {
+        let name = tool.spec().name.clone();
+        match self.index.get(&name) {
+            Some(&i) => Some(std::mem::replace(&mut self.tools[i], tool)),
+            None => {
+                self.index.insert(name, self.tools.len());
+                self.tools.push(tool);
+                None
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The `tools` array of a Chat Completions request.
+    pub fn to_openai_json(&self) -> Value {
+        Value::Array(
+            self.tools
+                .iter()
+                .map(|t| {
+                    let spec = t.spec();
+                    serde_json::json!({
+                        "type": "function",
+                        "function": {
+                            "name": spec.name,
+                            "description": spec.description,
+                            "parameters": spec.parameters,
+                        }
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Parses and checks a call's arguments. On success returns the tool and
+    /// the argument map; on failure, the output the model should see.
+    pub fn prepare(&self, call: &ToolCall) -> Result<(Arc<dyn Tool>, Map<String, Value>), ToolOutput> {
+        let Some(tool) = self.get(&call.name) else {
+            return Err(ToolOutput::failed(
+                ErrorKind::UnknownTool,
+                messages::unknown_tool(&call.name, &self.names()),
+            ));
+        };
+        let args = parse_arguments(&call.arguments)
+            .map_err(|e| ToolOutput::failed(ErrorKind::InvalidArgs, e))?;
+        check_arguments(&tool.spec().parameters, &args)
+            .map_err(|e| ToolOutput::failed(ErrorKind::InvalidArgs, messages::invalid_arguments(&call.name, &e)))?;
+        Ok((tool.clone(), args))
+    }
+
+    /// Runs one call and always returns an output for it.
+    pub async fn dispatch(&self, call: &ToolCall, ctx: ToolContext) -> ToolOutput {
+        match self.prepare(call) {
+            Ok((tool, args)) => tool.call(args, ctx).await,
+            Err(output) => output,
+        }
+    }
+}
+
+/// Parses the raw `arguments` text. An empty string means no arguments
+/// (some servers send that for tools without parameters).
+pub fn parse_arguments(raw: &str) -> Result<Map<String, Value>, String> {
+    if raw.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(messages::arguments_not_object(json_type_name(&other))),
+        Err(e) => Err(messages::arguments_not_json(&e.to_string(), raw)),
+    }
+}
+
+/// Checks the arguments against the schema's `required` list and the
+/// declared `type` of each top-level property. Deeper validation is the
+/// tool's own business.
+pub fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), String> {
+    let mut problems = Vec::new();
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for name in required.iter().filter_map(Value::as_str) {
+            if args.get(name).is_none_or(Value::is_null) {
+                problems.push(format!("missing required field `{name}`"));
+            }
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, value) in args {
+            let Some(expected) = props.get(name).and_then(|p| p.get("type")) else {
+                continue;
+            };
+            if value.is_null() {
+                continue;
+            }
+            let ok = match expected {
+                Value::String(t) => type_matches(t, value),
+                Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| type_matches(t, value)),
+                _ => true,
+            };
+            if !ok {
+                problems.push(format!(
+                    "field `{name}` should be {}, got {}",
+                    describe_type(expected),
+                    json_type_name(value)
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+fn type_matches(expected: &str, value: &Value) -> bool {
+    match expected {
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "null" => value.is_null(),
+        _ => true,
+    }
+}
+
+fn describe_type(expected: &Value) -> String {
+    match expected {
+        Value::String(t) if t.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {t}"),
+        Value::String(t) => format!("a {t}"),
+        Value::Array(ts) => {
+            let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+            format!("one of {}", names.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The JSON type of a value, as a schema would name it.
+pub fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Reads an optional integer argument, accepting `5`, `5.0` and `"5"` (small
+/// models often quote numbers).
+pub fn arg_u64(args: &Map<String, Value>, name: &str) -> Option<u64> {
+    match args.get(name)? {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Reads a string argument ("" when absent; the dispatcher has already
+/// checked required fields).
+pub fn arg_str<'a>(args: &'a Map<String, Value>, name: &str) -> &'a str {
+    args.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Reads an optional boolean argument, accepting `true` and `"true"`.
+pub fn arg_bool(args: &Map<String, Value>, name: &str) -> bool {
+    match args.get(name) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["path"]
+        })
+    }
+
+    #[test]
+    fn empty_arguments_mean_no_arguments() {
+        assert_eq!(parse_arguments("  "), Ok(Map::new()));
+    }
+
+    #[test]
+    fn bad_json_is_reported_with_the_parser_message() {
+        let err = parse_arguments("{\"path\": ").unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn non_object_arguments_are_refused() {
+        let err = parse_arguments("[1,2]").unwrap_err();
+        assert!(err.contains("an array"), "{err}");
+    }
+
+    #[test]
+    fn missing_required_and_wrong_types_are_listed() {
+        let args = parse_arguments(r#"{"limit": "ten"}"#).unwrap();
+        let err = check_arguments(&schema(), &args).unwrap_err();
+        assert!(err.contains("missing required field `path`"), "{err}");
+        assert!(err.contains("field `limit` should be an integer, got a string"), "{err}");
+    }
+
+    #[test]
+    fn integral_floats_count_as_integers() {
+        let args = parse_arguments(r#"{"path": "a", "limit": 5.0}"#).unwrap();
+        assert_eq!(check_arguments(&schema(), &args), Ok(()));
+        assert_eq!(arg_u64(&args, "limit"), Some(5));
+    }
+}
