@@ -1,1 +1,5 @@
-fn main(){}
+//! The `agent` binary: everything lives in the library; see `agent::cli`.
+
+fn main() -> std::process::ExitCode {
+    std::process::ExitCode::from(agent::cli::main())
+}

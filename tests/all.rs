@@ -1,1 +1,13 @@
+//! The one integration test binary. Modules:
+//! - `common`: the scripted mock server (`common::mock`) and the harness.
+//! - `client`: the streaming client against the mock (shapes, errors, retries).
+//! - `turn_loop`: the agent loop in-process: tool results reach the model,
+//!   bad calls come back as text, several calls per response.
+//! - `binary`: the built `agent` binary end to end, with its exit codes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+mod binary;
+mod client;
+mod turn_loop;

@@ -5,5 +5,9 @@ use std::path::{Path, PathBuf};
 /// Resolves a path the model gave against the workspace root.
 pub fn resolve(workspace: &Path, path: &str) -> PathBuf {
     let p = Path::new(path);
-    if p.is_absolute() { p.to_path_buf() } else { workspace.join(p) }
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        workspace.join(p)
+    }
 }

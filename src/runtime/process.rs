@@ -65,5 +65,7 @@ pub struct Outcome {
 /// Runs `spec.command` to completion, timeout or cancellation.
 pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> std::io::Result<Outcome> {
     let _ = (spec, cancel);
-    Err(std::io::Error::other("runtime::process::run is not implemented yet"))
+    Err(std::io::Error::other(
+        "runtime::process::run is not implemented yet",
+    ))
 }

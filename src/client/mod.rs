@@ -1,0 +1,569 @@
+//! The OpenAI-compatible Chat Completions client.
+//!
+//! One call is: POST `{base}/chat/completions` with `stream: true`, read
+//! the SSE body ([`sse`]), assemble chunks into a response ([`assemble`]),
+//! and hand text pieces to the caller as they arrive. Transient failures
+//! before anything was shown (connection errors, 429, 5xx) are retried with
+//! backoff; everything else becomes an [`ApiError`] whose message names
+//! what happened and what to do. The API key never appears in an error.
+
+pub mod assemble;
+pub mod sse;
+pub mod wire;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use assemble::{ModelResponse, Piece};
+
+use assemble::{Assembler, ChunkError};
+use sse::{SseEvent, SseParser};
+
+/// Time allowed to open a connection. Loopback and real APIs answer in
+/// well under a second; ten covers a slow network without hanging.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Time allowed between sending the request and the first streamed data.
+/// Reasoning models may think silently for minutes before the first token.
+pub const FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Time allowed between two chunks once the stream has started.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Attempts per request for transient failures (connection refused, 429,
+/// 5xx), counting the first.
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// First retry delay; doubled on each attempt, with jitter.
+pub const RETRY_BASE_DELAY: Duration = Duration::from_millis(1000);
+
+/// Longest wait between attempts, whatever `Retry-After` says.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// Bytes of an error body kept for the message.
+const ERROR_BODY_LIMIT: usize = 4000;
+
+/// Where and how to reach the model.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Base URL up to and including the version path, e.g.
+    /// `https://api.deepseek.com/v1`.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub connect_timeout: Duration,
+    pub first_token_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_attempts: u32,
+    pub retry_base_delay: Duration,
+}
+
+impl ClientConfig {
+    pub fn new(
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+        api_key: Option<String>,
+    ) -> Self {
+        ClientConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            connect_timeout: CONNECT_TIMEOUT,
+            first_token_timeout: FIRST_TOKEN_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            max_attempts: MAX_ATTEMPTS,
+            retry_base_delay: RETRY_BASE_DELAY,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// Why a model call failed. Every message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The server answered with a non-2xx status.
+    #[error("the model API answered {status}: {message}{}", status_hint(*status))]
+    Status { status: u16, message: String },
+    /// No connection could be made, or it broke before an answer.
+    #[error(
+        "could not reach the model API at {url}: {reason}. Check AGENT_BASE_URL and that the server is running."
+    )]
+    Connect { url: String, reason: String },
+    /// The stream broke or carried something unusable.
+    #[error("the model's stream failed: {0}")]
+    Stream(String),
+    /// The server went silent for longer than allowed.
+    #[error("the model API stalled: {0}")]
+    Stalled(String),
+    /// The base URL could not be used.
+    #[error("invalid base URL {0:?}: it should look like https://api.example.com/v1")]
+    BadUrl(String),
+    /// The person interrupted the request.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ApiError {
+    /// Whether another attempt may succeed.
+    fn is_transient(&self) -> bool {
+        match self {
+            ApiError::Status { status, .. } => *status == 429 || *status >= 500,
+            ApiError::Connect { .. } => true,
+            ApiError::Stream(_)
+            | ApiError::Stalled(_)
+            | ApiError::BadUrl(_)
+            | ApiError::Cancelled => false,
+        }
+    }
+}
+
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => ". Check AGENT_API_KEY: it is missing, wrong, or lacks access to this model.",
+        404 => {
+            ". Check AGENT_BASE_URL (it usually ends in /v1) and the model name (AGENT_MODEL or --model)."
+        }
+        429 => ". The server is rate limiting; wait a moment and try again.",
+        400 => ". The server rejected the request; the message above says which part.",
+        s if s >= 500 => ". The server failed; try again shortly.",
+        _ => "",
+    }
+}
+
+/// A notice from the client for the person (e.g. a retry).
+pub type NoticeFn<'a> = &'a mut (dyn FnMut(String) + Send);
+
+/// The chat client. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ChatClient {
+    http: reqwest::Client,
+    config: ClientConfig,
+}
+
+impl ChatClient {
+    pub fn new(config: ClientConfig) -> Result<Self, ApiError> {
+        if reqwest::Url::parse(&config.endpoint()).is_err() {
+            return Err(ApiError::BadUrl(config.base_url.clone()));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("agent/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ApiError::Connect {
+                url: config.base_url.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(ChatClient { http, config })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Sends one request and streams the answer. `on_piece` sees text as it
+    /// arrives; `on_notice` sees retry notices.
+    pub async fn complete(
+        &self,
+        body: &Value,
+        on_piece: &mut (dyn FnMut(Piece) + Send),
+        on_notice: NoticeFn<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<ModelResponse, ApiError> {
+        let mut attempt = 1;
+        loop {
+            let result = tokio::select! {
+                r = self.attempt(body, on_piece) => r,
+                () = cancel.cancelled() => Err(Attempt::Failed { error: ApiError::Cancelled, retry_after: None, shown: false }),
+            };
+            match result {
+                Ok(response) => return Ok(response),
+                Err(Attempt::Failed {
+                    error,
+                    retry_after,
+                    shown,
+                }) => {
+                    let error = self.redact(error);
+                    if shown || !error.is_transient() || attempt >= self.config.max_attempts {
+                        return Err(error);
+                    }
+                    let delay = retry_after
+                        .unwrap_or_else(|| backoff(self.config.retry_base_delay, attempt));
+                    on_notice(format!(
+                        "{}; retrying in {} ({}/{})",
+                        short_reason(&error),
+                        format_delay(delay),
+                        attempt + 1,
+                        self.config.max_attempts
+                    ));
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                    }
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        on_piece: &mut (dyn FnMut(Piece) + Send),
+    ) -> Result<ModelResponse, Attempt> {
+        let url = self.config.endpoint();
+        let mut request = self.http.post(&url).json(body);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = tokio::time::timeout(self.config.first_token_timeout, request.send())
+            .await
+            .map_err(|_| {
+                Attempt::fail(ApiError::Stalled(format!(
+                    "no response within {} of sending the request",
+                    format_delay(self.config.first_token_timeout)
+                )))
+            })?
+            .map_err(|e| {
+                Attempt::fail(ApiError::Connect {
+                    url: self.config.base_url.clone(),
+                    reason: describe_reqwest(&e),
+                })
+            })?;
+
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_DELAY));
+            let text = response.text().await.unwrap_or_default();
+            return Err(Attempt::Failed {
+                error: ApiError::Status {
+                    status: status.as_u16(),
+                    message: error_body_message(&text),
+                },
+                retry_after,
+                shown: false,
+            });
+        }
+
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("application/json"));
+        if is_json {
+            // A server that ignored `stream: true`: one whole answer.
+            let text = response
+                .text()
+                .await
+                .map_err(|e| Attempt::fail(ApiError::Stream(e.to_string())))?;
+            let mut assembler = Assembler::new();
+            for piece in assembler
+                .push(&text)
+                .map_err(|e| Attempt::fail(chunk_error(e)))?
+            {
+                on_piece(piece);
+            }
+            return Ok(assembler.finish());
+        }
+
+        let mut stream = response.bytes_stream();
+        let mut decoder = StreamDecoder::new();
+        let mut shown = false;
+        loop {
+            let budget = if decoder.started() {
+                self.config.idle_timeout
+            } else {
+                self.config.first_token_timeout
+            };
+            let next = match tokio::time::timeout(budget, stream.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    let what = if decoder.started() {
+                        format!(
+                            "no data for {} in the middle of the answer",
+                            format_delay(budget)
+                        )
+                    } else {
+                        format!("no first token within {}", format_delay(budget))
+                    };
+                    return Err(Attempt::Failed {
+                        error: ApiError::Stalled(what),
+                        retry_after: None,
+                        shown,
+                    });
+                }
+            };
+            let Some(chunk) = next else { break };
+            let bytes = chunk.map_err(|e| Attempt::Failed {
+                error: ApiError::Stream(format!("the connection broke: {}", describe_reqwest(&e))),
+                retry_after: None,
+                shown,
+            })?;
+            let pieces = decoder.feed(&bytes).map_err(|error| Attempt::Failed {
+                error,
+                retry_after: None,
+                shown,
+            })?;
+            for piece in pieces {
+                shown = true;
+                on_piece(piece);
+            }
+            if decoder.done() {
+                break;
+            }
+        }
+        let (pieces, response) = decoder.finish().map_err(|error| Attempt::Failed {
+            error,
+            retry_after: None,
+            shown,
+        })?;
+        for piece in pieces {
+            on_piece(piece);
+        }
+        Ok(response)
+    }
+
+    /// Removes the API key from any text that could reach a person or a log.
+    fn redact(&self, error: ApiError) -> ApiError {
+        let Some(key) = self.config.api_key.as_deref().filter(|k| k.len() >= 4) else {
+            return error;
+        };
+        let scrub = |s: String| s.replace(key, "[redacted]");
+        match error {
+            ApiError::Status { status, message } => ApiError::Status {
+                status,
+                message: scrub(message),
+            },
+            ApiError::Connect { url, reason } => ApiError::Connect {
+                url: scrub(url),
+                reason: scrub(reason),
+            },
+            ApiError::Stream(s) => ApiError::Stream(scrub(s)),
+            ApiError::Stalled(s) => ApiError::Stalled(scrub(s)),
+            ApiError::BadUrl(s) => ApiError::BadUrl(scrub(s)),
+            ApiError::Cancelled => ApiError::Cancelled,
+        }
+    }
+}
+
+/// SSE framing plus chunk assembly: raw body bytes in, text pieces and
+/// finally a [`ModelResponse`] out. Pure, so it can be tested at every
+/// split point of a recorded stream.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
+    parser: SseParser,
+    assembler: Assembler,
+    events: Vec<SseEvent>,
+    saw_done: bool,
+    started: bool,
+}
+
+impl StreamDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether any data event has arrived.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Whether `data: [DONE]` has arrived.
+    pub fn done(&self) -> bool {
+        self.saw_done
+    }
+
+    /// Feeds body bytes; returns the text pieces they complete.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Piece>, ApiError> {
+        self.parser.feed(bytes, &mut self.events);
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Result<Vec<Piece>, ApiError> {
+        let mut pieces = Vec::new();
+        for event in std::mem::take(&mut self.events) {
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                self.saw_done = true;
+            } else if !data.is_empty() && !self.saw_done {
+                self.started = true;
+                pieces.extend(self.assembler.push(data).map_err(chunk_error)?);
+            }
+        }
+        Ok(pieces)
+    }
+
+    /// Ends the body. A stream that stopped before `[DONE]` and before any
+    /// `finish_reason` was cut short, and is an error.
+    pub fn finish(mut self) -> Result<(Vec<Piece>, ModelResponse), ApiError> {
+        self.parser.finish(&mut self.events);
+        let pieces = self.drain()?;
+        if !self.saw_done && !self.assembler.finished() {
+            return Err(ApiError::Stream(STREAM_CUT_SHORT.into()));
+        }
+        Ok((pieces, self.assembler.finish()))
+    }
+}
+
+/// The message for a stream that ended before the answer was complete.
+pub const STREAM_CUT_SHORT: &str =
+    "the stream ended before the answer was complete (no finish_reason and no [DONE])";
+
+/// A failed attempt, with what the retry logic needs to know.
+enum Attempt {
+    Failed {
+        error: ApiError,
+        retry_after: Option<Duration>,
+        /// Text was already shown, so a retry would duplicate it.
+        shown: bool,
+    },
+}
+
+impl Attempt {
+    fn fail(error: ApiError) -> Self {
+        Attempt::Failed {
+            error,
+            retry_after: None,
+            shown: false,
+        }
+    }
+}
+
+fn chunk_error(e: ChunkError) -> ApiError {
+    ApiError::Stream(e.to_string())
+}
+
+/// The server's own message from an error body: `error.message` when the
+/// body is OpenAI-shaped JSON, otherwise the text itself, shortened.
+fn error_body_message(body: &str) -> String {
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| {
+            v.get("error")
+                .map(assemble::error_message)
+                .or_else(|| v.get("message").and_then(Value::as_str).map(str::to_string))
+        })
+        .unwrap_or_else(|| body.trim().to_string());
+    let message = if message.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        message
+    };
+    if message.len() > ERROR_BODY_LIMIT {
+        let mut cut = ERROR_BODY_LIMIT;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}…", &message[..cut])
+    } else {
+        message
+    }
+}
+
+fn describe_reqwest(e: &reqwest::Error) -> String {
+    // The source chain holds the useful part ("Connection refused").
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn short_reason(error: &ApiError) -> String {
+    match error {
+        ApiError::Status { status: 429, .. } => "rate limited".to_string(),
+        ApiError::Status { status, .. } => format!("server error {status}"),
+        ApiError::Connect { .. } => "could not connect".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Exponential backoff with ±25% jitter, capped at [`MAX_RETRY_DELAY`].
+fn backoff(base: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1 << (attempt - 1).min(16));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let jitter = 0.75 + f64::from(nanos % 1000) / 2000.0;
+    exp.mul_f64(jitter).min(MAX_RETRY_DELAY)
+}
+
+fn format_delay(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{} s", d.as_secs_f64().round())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_yield_the_server_message() {
+        assert_eq!(
+            error_body_message(r#"{"error":{"message":"Model not found","type":"x"}}"#),
+            "Model not found"
+        );
+        assert_eq!(error_body_message("plain failure\n"), "plain failure");
+        assert_eq!(error_body_message(""), "(empty body)");
+    }
+
+    #[test]
+    fn status_errors_carry_hints() {
+        let e = ApiError::Status {
+            status: 401,
+            message: "bad key".into(),
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("401") && text.contains("bad key") && text.contains("AGENT_API_KEY"),
+            "{text}"
+        );
+        let e = ApiError::Status {
+            status: 404,
+            message: "nope".into(),
+        };
+        assert!(e.to_string().contains("AGENT_BASE_URL"));
+    }
+
+    #[test]
+    fn keys_are_redacted() {
+        let client = ChatClient::new(ClientConfig::new(
+            "http://127.0.0.1:1/v1",
+            "m",
+            Some("sk-secret-123".into()),
+        ))
+        .unwrap();
+        let e = client.redact(ApiError::Status {
+            status: 401,
+            message: "key sk-secret-123 is invalid".into(),
+        });
+        assert!(!e.to_string().contains("sk-secret-123"));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let base = Duration::from_millis(100);
+        assert!(backoff(base, 1) <= Duration::from_millis(125));
+        assert!(backoff(base, 3) >= Duration::from_millis(300));
+        assert_eq!(backoff(Duration::from_secs(30), 10), MAX_RETRY_DELAY);
+    }
+}

@@ -1,0 +1,202 @@
+//! Server-sent-events framing, as a pure incremental parser.
+//!
+//! Bytes go in as they arrive from the network, in chunks cut anywhere:
+//! inside a line, inside a `\r\n` pair, inside a multi-byte UTF-8 character.
+//! Lines are split on the raw bytes and only decoded once whole, so a split
+//! character is never damaged. Comment lines (`: keep-alive`) and fields
+//! other than `data` and `event` are ignored; a blank line ends an event;
+//! [`SseParser::finish`] flushes an event left open by a stream that ended
+//! without its final blank line.
+
+/// One dispatched event: its `event:` name (if any) and its `data:` lines
+/// joined with `\n`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// The most bytes one line may hold before the parser gives up on it. A
+/// real chunk is a few KB; this only stops a garbage stream from growing the
+/// buffer without bound.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Incremental SSE parser. Feed it bytes; it returns whole events.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    line: Vec<u8>,
+    /// The previous byte was a `\r`, so a following `\n` belongs to it.
+    after_cr: bool,
+    event: Option<String>,
+    data: String,
+    has_data: bool,
+    overflowed: bool,
+}
+
+impl SseParser {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds a chunk and appends every event it completes to `out`.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            if self.after_cr {
+                self.after_cr = false;
+                if rest[0] == b'\n' {
+                    rest = &rest[1..];
+                    continue;
+                }
+            }
+            match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(i) => {
+                    self.push_bytes(&rest[..i]);
+                    self.after_cr = rest[i] == b'\r';
+                    rest = &rest[i + 1..];
+                    self.end_line(out);
+                }
+                None => {
+                    self.push_bytes(rest);
+                    rest = &[];
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: a pending line and a pending event are flushed.
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
+        if !self.line.is_empty() {
+            self.end_line(out);
+        }
+        self.dispatch(out);
+    }
+
+    /// Whether a line was dropped for exceeding [`MAX_LINE_BYTES`].
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn push_bytes(&mut self, bytes: &[u8]) {
+        if self.line.len() + bytes.len() > MAX_LINE_BYTES {
+            self.overflowed = true;
+            self.line.clear();
+            return;
+        }
+        self.line.extend_from_slice(bytes);
+    }
+
+    fn end_line(&mut self, out: &mut Vec<SseEvent>) {
+        let line = std::mem::take(&mut self.line);
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let (field, value) = match text.find(':') {
+            Some(0) => return, // a comment, such as `: keep-alive`
+            Some(i) => {
+                let value = &text[i + 1..];
+                (&text[..i], value.strip_prefix(' ').unwrap_or(value))
+            }
+            None => (text.as_ref(), ""),
+        };
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.event = Some(value.to_string()),
+            _ => {} // `id`, `retry` and unknown fields do not matter here
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        let event = self.event.take();
+        if self.has_data {
+            self.has_data = false;
+            out.push(SseEvent {
+                event,
+                data: std::mem::take(&mut self.data),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut parser = SseParser::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            parser.feed(chunk, &mut out);
+        }
+        parser.finish(&mut out);
+        out
+    }
+
+    fn data(events: &[SseEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    const STREAM: &str = ": keep-alive\r\n\r\ndata: {\"a\":\"héllo 世界\"}\r\n\r\nevent: ping\ndata: x\ndata: y\n\ndata: [DONE]\n\n";
+
+    #[test]
+    fn parses_events_comments_and_crlf() {
+        let events = parse_all(&[STREAM.as_bytes()]);
+        assert_eq!(data(&events), ["{\"a\":\"héllo 世界\"}", "x\ny", "[DONE]"]);
+        assert_eq!(events[1].event.as_deref(), Some("ping"));
+    }
+
+    #[test]
+    fn same_result_at_every_split_point() {
+        let whole = parse_all(&[STREAM.as_bytes()]);
+        let bytes = STREAM.as_bytes();
+        for i in 0..=bytes.len() {
+            assert_eq!(
+                parse_all(&[&bytes[..i], &bytes[i..]]),
+                whole,
+                "split at {i}"
+            );
+        }
+        for i in 0..=bytes.len() {
+            for j in i..=bytes.len() {
+                let got = parse_all(&[&bytes[..i], &bytes[i..j], &bytes[j..]]);
+                assert_eq!(got, whole, "split at {i} and {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn byte_at_a_time() {
+        let chunks: Vec<&[u8]> = STREAM.as_bytes().chunks(1).collect();
+        assert_eq!(parse_all(&chunks), parse_all(&[STREAM.as_bytes()]));
+    }
+
+    #[test]
+    fn stream_without_final_blank_line_is_flushed() {
+        assert_eq!(data(&parse_all(&[b"data: last"])), ["last"]);
+        assert_eq!(data(&parse_all(&[b"data: last\n"])), ["last"]);
+    }
+
+    #[test]
+    fn lone_cr_ends_a_line() {
+        assert_eq!(data(&parse_all(&[b"data: a\r\rdata: b\r\r"])), ["a", "b"]);
+    }
+
+    #[test]
+    fn data_without_space_and_field_without_colon() {
+        assert_eq!(data(&parse_all(&[b"data:x\n\ndata\n\n"])), ["x", ""]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_not_fatal() {
+        let events = parse_all(&[b"data: \xff\xfe ok\n\n"]);
+        assert!(events[0].data.ends_with(" ok"));
+    }
+}

@@ -1,0 +1,190 @@
+//! Settings from the environment and the command line.
+//!
+//! Order, lowest to highest: built-in defaults, `AGENT_*` environment
+//! variables, then flags. The environment is passed in as a function, so
+//! tests never mutate the process environment.
+
+use std::path::PathBuf;
+
+/// Default endpoint: DeepSeek's OpenAI-compatible API.
+pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com/v1";
+/// Default model id.
+pub const DEFAULT_MODEL: &str = "deepseek-chat";
+
+/// Environment variable names, in one place.
+pub mod env {
+    pub const BASE_URL: &str = "AGENT_BASE_URL";
+    pub const MODEL: &str = "AGENT_MODEL";
+    pub const API_KEY: &str = "AGENT_API_KEY";
+    pub const CONFIG_DIR: &str = "AGENT_CONFIG_DIR";
+    pub const DATA_DIR: &str = "AGENT_DATA_DIR";
+}
+
+/// What the flags contribute; `None` means "not given".
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+}
+
+/// The resolved settings of one run.
+#[derive(Clone)]
+pub struct Settings {
+    pub base_url: String,
+    pub model: String,
+    /// Optional: local servers need none.
+    pub api_key: Option<String>,
+    /// Where the user's scripts live (`~/.config/agent` on Linux).
+    pub config_dir: PathBuf,
+    /// Where transcripts, history and spilled outputs go
+    /// (`~/.local/share/agent` on Linux).
+    pub data_dir: PathBuf,
+    /// The workspace root: the directory the agent runs in.
+    pub workspace: PathBuf,
+}
+
+impl std::fmt::Debug for Settings {
+    // Hand-written so the key can never reach a log through `{:?}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
+            .field("config_dir", &self.config_dir)
+            .field("data_dir", &self.data_dir)
+            .field("workspace", &self.workspace)
+            .finish()
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No home directory, and no override for the config or data dir.
+    #[error(
+        "cannot find a home directory for the {0} dir; set {1} to a directory the agent may use"
+    )]
+    NoDirectory(&'static str, &'static str),
+    /// The base URL is not an http(s) URL.
+    #[error(
+        "{0} {1:?} is not an http(s) URL; use something like https://api.deepseek.com/v1 or http://localhost:11434/v1"
+    )]
+    BadBaseUrl(&'static str, String),
+    /// The current directory cannot be read.
+    #[error("cannot read the current directory: {0}")]
+    NoWorkspace(std::io::Error),
+}
+
+impl Settings {
+    /// Resolves settings from flags and an environment lookup.
+    pub fn resolve(
+        flags: &Overrides,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Settings, ConfigError> {
+        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let (base_url, source) = match (&flags.base_url, get(env::BASE_URL)) {
+            (Some(flag), _) => (flag.clone(), "--base-url"),
+            (None, Some(var)) => (var, env::BASE_URL),
+            (None, None) => (DEFAULT_BASE_URL.to_string(), "the default base URL"),
+        };
+        let base_url = base_url.trim().trim_end_matches('/').to_string();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(ConfigError::BadBaseUrl(source, base_url));
+        }
+        let model = flags
+            .model
+            .clone()
+            .or_else(|| get(env::MODEL))
+            .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        let dirs = directories::ProjectDirs::from("", "", "agent");
+        let config_dir = match get(env::CONFIG_DIR) {
+            Some(dir) => PathBuf::from(dir),
+            None => dirs
+                .as_ref()
+                .map(|d| d.config_dir().to_path_buf())
+                .ok_or(ConfigError::NoDirectory("config", env::CONFIG_DIR))?,
+        };
+        let data_dir = match get(env::DATA_DIR) {
+            Some(dir) => PathBuf::from(dir),
+            None => dirs
+                .as_ref()
+                .map(|d| d.data_dir().to_path_buf())
+                .ok_or(ConfigError::NoDirectory("data", env::DATA_DIR))?,
+        };
+        let workspace = std::env::current_dir().map_err(ConfigError::NoWorkspace)?;
+        Ok(Settings {
+            base_url,
+            model,
+            api_key: get(env::API_KEY).map(|k| k.trim().to_string()),
+            config_dir,
+            data_dir,
+            workspace,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_then_env_then_flags() {
+        let env = env_of(&[("AGENT_CONFIG_DIR", "/c"), ("AGENT_DATA_DIR", "/d")]);
+        let s = Settings::resolve(&Overrides::default(), &env).unwrap();
+        assert_eq!(
+            (s.base_url.as_str(), s.model.as_str()),
+            (DEFAULT_BASE_URL, DEFAULT_MODEL)
+        );
+        assert_eq!(s.api_key, None);
+
+        let env = env_of(&[
+            ("AGENT_BASE_URL", "http://localhost:8080/v1/"),
+            ("AGENT_MODEL", "qwen"),
+            ("AGENT_API_KEY", "k"),
+            ("AGENT_CONFIG_DIR", "/c"),
+            ("AGENT_DATA_DIR", "/d"),
+        ]);
+        let s = Settings::resolve(&Overrides::default(), &env).unwrap();
+        assert_eq!(
+            (s.base_url.as_str(), s.model.as_str()),
+            ("http://localhost:8080/v1", "qwen")
+        );
+        assert_eq!(s.config_dir, PathBuf::from("/c"));
+
+        let flags = Overrides {
+            base_url: Some("https://x.test/v1".into()),
+            model: Some("m2".into()),
+        };
+        let s = Settings::resolve(&flags, &env).unwrap();
+        assert_eq!(
+            (s.base_url.as_str(), s.model.as_str()),
+            ("https://x.test/v1", "m2")
+        );
+    }
+
+    #[test]
+    fn bad_url_names_its_source_and_the_key_stays_out_of_debug() {
+        let env = env_of(&[
+            ("AGENT_BASE_URL", "localhost:1234"),
+            ("AGENT_API_KEY", "sk-123"),
+        ]);
+        let err = Settings::resolve(&Overrides::default(), &env).unwrap_err();
+        assert!(err.to_string().contains("AGENT_BASE_URL"), "{err}");
+        let env = env_of(&[
+            ("AGENT_API_KEY", "sk-123"),
+            ("AGENT_CONFIG_DIR", "/c"),
+            ("AGENT_DATA_DIR", "/d"),
+        ]);
+        let s = Settings::resolve(&Overrides::default(), &env).unwrap();
+        assert!(!format!("{s:?}").contains("sk-123"));
+    }
+}

@@ -1,0 +1,71 @@
+//! The context the system prompt is built from, and project instructions.
+//! (The prompt text itself moves into `scripts/prompt.rhai`.)
+
+use std::path::Path;
+
+/// Largest `AGENTS.md` read into the prompt; a bigger file is cut with a
+/// note, so one huge file cannot eat the context window.
+pub const MAX_PROJECT_INSTRUCTIONS: usize = 32 * 1024;
+
+/// Facts about the session that the system prompt may use.
+#[derive(Clone, Debug, Default)]
+pub struct PromptContext {
+    pub cwd: String,
+    pub os: String,
+    pub date: String,
+    pub model: String,
+    pub tools: Vec<String>,
+    /// The workspace's `AGENTS.md`, when there is one. Read as text only.
+    pub project_instructions: Option<String>,
+}
+
+impl PromptContext {
+    pub fn new(workspace: &Path, model: &str, tools: Vec<String>) -> Self {
+        PromptContext {
+            cwd: workspace.display().to_string(),
+            os: std::env::consts::OS.to_string(),
+            date: chrono::Local::now().format("%Y-%m-%d").to_string(),
+            model: model.to_string(),
+            tools,
+            project_instructions: read_project_instructions(workspace),
+        }
+    }
+}
+
+/// Reads `AGENTS.md` from the workspace root, capped at
+/// [`MAX_PROJECT_INSTRUCTIONS`] bytes. It is never executed.
+pub fn read_project_instructions(workspace: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(workspace.join("AGENTS.md")).ok()?;
+    if text.len() <= MAX_PROJECT_INSTRUCTIONS {
+        return Some(text);
+    }
+    let mut cut = MAX_PROJECT_INSTRUCTIONS;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(format!(
+        "{}\n[AGENTS.md cut at {MAX_PROJECT_INSTRUCTIONS} bytes]",
+        &text[..cut]
+    ))
+}
+
+/// The built-in system prompt, used until scripts provide one.
+pub fn default_system_prompt(ctx: &PromptContext) -> String {
+    let mut p = format!(
+        "You are a coding agent running in the user's terminal. You act through tools; use them to look at the real files and run real commands instead of guessing.\n\
+         Prefer read_file, write_file, edit_file and list_dir for files; use run_shell for everything else (tests, builds, git, searching).\n\
+         Read a file before editing it. When a tool fails, read the error and change your approach instead of repeating the same call.\n\
+         When the task is done, answer briefly and stop calling tools.\n\n\
+         Working directory: {}\nOperating system: {}\nDate: {}\nModel: {}\nTools: {}\n",
+        ctx.cwd,
+        ctx.os,
+        ctx.date,
+        ctx.model,
+        ctx.tools.join(", ")
+    );
+    if let Some(instructions) = &ctx.project_instructions {
+        p.push_str("\nProject instructions (from AGENTS.md):\n");
+        p.push_str(instructions);
+    }
+    p
+}

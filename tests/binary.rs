@@ -1,0 +1,188 @@
+//! The built `agent` binary end to end against the mock server.
+
+use serde_json::Value;
+
+use crate::common::mock::{MockServer, Reply, Shape};
+use crate::common::{Dirs, agent_command, output, stderr, stdout};
+
+const TASK: &str = "Run echo hello and tell me what it printed";
+
+async fn echo_hello(shape: Shape) {
+    let server = MockServer::start(vec![
+        Reply::tools(
+            shape,
+            &[("call_9", "run_shell", r#"{"command":"echo hello"}"#)],
+        ),
+        Reply::text("The command printed: hello"),
+    ])
+    .await;
+    let dirs = Dirs::new();
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", TASK]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out), "The command printed: hello\n");
+    assert!(
+        stderr(&out).contains("run_shell echo hello"),
+        "{}",
+        stderr(&out)
+    );
+    let sent = server.requests()[1].tool_result("call_9").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sent.starts_with("hello\n"), "{sent}");
+    server.assert_protocol();
+}
+
+#[tokio::test]
+async fn one_shot_runs_the_tool_and_prints_the_answer() {
+    echo_hello(Shape::OpenAi).await;
+}
+
+#[tokio::test]
+async fn one_shot_works_with_llama_cpp_deltas() {
+    echo_hello(Shape::LlamaCpp).await;
+}
+
+#[tokio::test]
+async fn one_shot_works_without_delta_indexes() {
+    echo_hello(Shape::NoIndex).await;
+}
+
+#[tokio::test]
+async fn json_mode_prints_one_object_per_line() {
+    let server = MockServer::start(vec![
+        Reply::text_and_tools(
+            "Checking.",
+            Shape::OpenAi,
+            &[("c1", "run_shell", r#"{"command":"echo hello"}"#)],
+        ),
+        Reply::text("hello it was"),
+    ])
+    .await;
+    let dirs = Dirs::new();
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", TASK, "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "usage",
+            "assistant",
+            "tool_call",
+            "tool_result",
+            "usage",
+            "assistant",
+            "final"
+        ]
+    );
+    assert_eq!(lines[2]["name"], "run_shell");
+    assert_eq!(lines[2]["input"]["command"], "echo hello");
+    assert_eq!(lines[3]["id"], "c1");
+    assert_eq!(lines[3]["status"], "ok");
+    assert_eq!(lines[3]["exit_code"], 0);
+    assert!(lines[3]["output"].as_str().unwrap().starts_with("hello"));
+    assert_eq!(lines[6]["text"], "hello it was");
+    assert_eq!(lines[6]["usage"]["total_tokens"], 36);
+}
+
+#[tokio::test]
+async fn api_failure_exits_3_without_leaking_the_key() {
+    let server = MockServer::start(vec![Reply::status(
+        401,
+        r#"{"error":{"message":"Incorrect API key provided: sk-very-secret"}}"#,
+    )])
+    .await;
+    let dirs = Dirs::new();
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.env("AGENT_API_KEY", "sk-very-secret")
+        .args(["-p", "hi"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(
+        err.contains("401") && err.contains("AGENT_API_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains("sk-very-secret") && !stdout(&out).contains("sk-very-secret"));
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_with_a_clear_message() {
+    let dirs = Dirs::new();
+    let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
+    cmd.arg("--no-such-flag");
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--no-such-flag"));
+
+    let mut cmd = agent_command(&dirs, "localhost:8080");
+    cmd.args(["-p", "hi"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("AGENT_BASE_URL"), "{}", stderr(&out));
+
+    let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
+    cmd.args(["-p", "  "]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the task is empty"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn version_prints_and_exits_0() {
+    let dirs = Dirs::new();
+    let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
+    cmd.arg("--version");
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).starts_with("agent "));
+}
+
+#[tokio::test]
+async fn interrupt_exits_130_and_kills_the_running_command() {
+    let dirs = Dirs::new();
+    let marker = dirs.workspace.join("started");
+    let command = format!("touch {}; sleep 30", marker.display());
+    let args = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![Reply::tools(
+        Shape::OpenAi,
+        &[("c", "run_shell", &args)],
+    )])
+    .await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "sleep"]);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    let deadline = std::time::Instant::now() + crate::common::STEP_TIMEOUT;
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let started = std::time::Instant::now();
+    let out = tokio::time::timeout(crate::common::STEP_TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "stderr: {}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}

@@ -1,0 +1,136 @@
+//! Shared test harness: the mock server, temp dirs, an in-process agent and
+//! the built binary, each wait bounded by a timeout.
+
+pub mod mock;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent::agent::Agent;
+use agent::client::{ChatClient, ClientConfig};
+use agent::protocol::{Event, EventSink};
+use agent::runtime::Runtime;
+use agent::tools::Registry;
+
+/// The longest any single test step may take before the test fails.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A temp home for one test: workspace, config dir and data dir.
+pub struct Dirs {
+    _root: tempfile::TempDir,
+    pub workspace: PathBuf,
+    pub config: PathBuf,
+    pub data: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Dirs {
+    pub fn new() -> Dirs {
+        let root = tempfile::tempdir().expect("tempdir");
+        let make = |name: &str| {
+            let p = root.path().join(name);
+            std::fs::create_dir_all(&p).expect("create dir");
+            p
+        };
+        Dirs {
+            workspace: make("workspace"),
+            config: make("config"),
+            data: make("data"),
+            home: make("home"),
+            _root: root,
+        }
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.workspace.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("create parent");
+        }
+        std::fs::write(&p, text).expect("write file");
+        p
+    }
+}
+
+/// Collects every event, for assertions.
+#[derive(Default)]
+pub struct Recorder {
+    pub events: Mutex<Vec<Event>>,
+}
+
+impl EventSink for Recorder {
+    fn emit(&self, event: Event) {
+        self.events.lock().expect("events").push(event);
+    }
+}
+
+impl Recorder {
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().expect("events").clone()
+    }
+}
+
+/// A client config for the mock with fast retries.
+pub fn client_config(base_url: &str) -> ClientConfig {
+    let mut config = ClientConfig::new(base_url, "mock-model", None);
+    config.retry_base_delay = Duration::from_millis(10);
+    config
+}
+
+/// An in-process agent with the built-in tools, working in `dirs.workspace`.
+pub fn agent_for(base_url: &str, dirs: &Dirs) -> Agent {
+    let client = ChatClient::new(client_config(base_url)).expect("client");
+    let runtime = Runtime::new(
+        dirs.workspace.clone(),
+        dirs.data.join("outputs"),
+        vec![(
+            "PATH".to_string(),
+            std::env::var("PATH").unwrap_or_default(),
+        )],
+    );
+    Agent::new(
+        client,
+        Arc::new(Registry::with_builtins()),
+        Arc::new(runtime),
+        "test system prompt".into(),
+    )
+}
+
+/// The built `agent` binary with a clean environment pointing at `dirs`.
+pub fn agent_command(dirs: &Dirs, base_url: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &dirs.home)
+        .env("AGENT_BASE_URL", base_url)
+        .env("AGENT_MODEL", "mock-model")
+        .env("AGENT_CONFIG_DIR", &dirs.config)
+        .env("AGENT_DATA_DIR", &dirs.data)
+        .env("NO_COLOR", "1")
+        .current_dir(&dirs.workspace)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs a command to completion within [`STEP_TIMEOUT`].
+pub async fn output(mut cmd: tokio::process::Command) -> Output {
+    tokio::time::timeout(STEP_TIMEOUT, cmd.output())
+        .await
+        .expect("the command finished in time")
+        .expect("the command ran")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// Reads a file, for assertions.
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).expect("read file")
+}
