@@ -81,10 +81,7 @@ impl Runtime {
             workspace,
             spill_dir,
             limits: Limits::default(),
-            child_env: env
-                .into_iter()
-                .filter(|(k, _)| !is_secret_var(k))
-                .collect(),
+            child_env: env.into_iter().filter(|(k, _)| !is_secret_var(k)).collect(),
         }
     }
 }

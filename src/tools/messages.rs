@@ -14,7 +14,11 @@ pub fn unknown_tool(name: &str, known: &[String]) -> String {
 pub fn arguments_not_json(parse_error: &str, raw: &str) -> String {
     const SHOWN: usize = 200;
     let shown: String = raw.chars().take(SHOWN).collect();
-    let more = if raw.chars().count() > SHOWN { "…" } else { "" };
+    let more = if raw.chars().count() > SHOWN {
+        "…"
+    } else {
+        ""
+    };
     format!(
         "Error: the tool arguments are not valid JSON ({parse_error}). You sent: {shown}{more}\nSend the arguments again as one JSON object, with strings quoted and escaped."
     )
@@ -22,12 +26,16 @@ pub fn arguments_not_json(parse_error: &str, raw: &str) -> String {
 
 /// The arguments were JSON but not an object.
 pub fn arguments_not_object(got: &str) -> String {
-    format!("Error: the tool arguments must be a JSON object, but they are {got}. Send an object such as {{\"name\": value}}.")
+    format!(
+        "Error: the tool arguments must be a JSON object, but they are {got}. Send an object such as {{\"name\": value}}."
+    )
 }
 
 /// The arguments did not match the tool's schema.
 pub fn invalid_arguments(tool: &str, problems: &str) -> String {
-    format!("Error: invalid arguments for `{tool}`: {problems}. Check the tool's parameters and call it again.")
+    format!(
+        "Error: invalid arguments for `{tool}`: {problems}. Check the tool's parameters and call it again."
+    )
 }
 
 /// The turn was interrupted before this call could run or finish.

@@ -29,6 +29,9 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// A tool ready to run with its checked arguments (see [`Registry::prepare`]).
+pub type Prepared = (Arc<dyn Tool>, Map<String, Value>);
+
 /// Where a tool comes from; shown by `/tools` and at startup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolOrigin {
@@ -129,7 +132,7 @@ impl Registry {
 
     /// Parses and checks a call's arguments. On success returns the tool and
     /// the argument map; on failure, the output the model should see.
-    pub fn prepare(&self, call: &ToolCall) -> Result<(Arc<dyn Tool>, Map<String, Value>), ToolOutput> {
+    pub fn prepare(&self, call: &ToolCall) -> Result<Prepared, ToolOutput> {
         let Some(tool) = self.get(&call.name) else {
             return Err(ToolOutput::failed(
                 ErrorKind::UnknownTool,
@@ -138,8 +141,12 @@ impl Registry {
         };
         let args = parse_arguments(&call.arguments)
             .map_err(|e| ToolOutput::failed(ErrorKind::InvalidArgs, e))?;
-        check_arguments(&tool.spec().parameters, &args)
-            .map_err(|e| ToolOutput::failed(ErrorKind::InvalidArgs, messages::invalid_arguments(&call.name, &e)))?;
+        check_arguments(&tool.spec().parameters, &args).map_err(|e| {
+            ToolOutput::failed(
+                ErrorKind::InvalidArgs,
+                messages::invalid_arguments(&call.name, &e),
+            )
+        })?;
         Ok((tool.clone(), args))
     }
 
@@ -187,7 +194,10 @@ pub fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), 
             }
             let ok = match expected {
                 Value::String(t) => type_matches(t, value),
-                Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| type_matches(t, value)),
+                Value::Array(ts) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .any(|t| type_matches(t, value)),
                 _ => true,
             };
             if !ok {
@@ -209,7 +219,9 @@ pub fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), 
 fn type_matches(expected: &str, value: &Value) -> bool {
     match expected {
         "string" => value.is_string(),
-        "integer" => value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0),
+        "integer" => {
+            value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         "number" => value.is_number(),
         "boolean" => value.is_boolean(),
         "array" => value.is_array(),
@@ -248,7 +260,9 @@ pub fn json_type_name(value: &Value) -> &'static str {
 /// models often quote numbers).
 pub fn arg_u64(args: &Map<String, Value>, name: &str) -> Option<u64> {
     match args.get(name)? {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
@@ -304,7 +318,10 @@ mod tests {
         let args = parse_arguments(r#"{"limit": "ten"}"#).unwrap();
         let err = check_arguments(&schema(), &args).unwrap_err();
         assert!(err.contains("missing required field `path`"), "{err}");
-        assert!(err.contains("field `limit` should be an integer, got a string"), "{err}");
+        assert!(
+            err.contains("field `limit` should be an integer, got a string"),
+            "{err}"
+        );
     }
 
     #[test]
