@@ -29,6 +29,9 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// A tool ready to run with its checked arguments (see [`Registry::prepare`]).
+pub type Prepared = (Arc<dyn Tool>, Map<String, Value>);
+
 /// Where a tool comes from; shown by `/tools` and at startup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolOrigin {
@@ -129,10 +132,7 @@ impl Registry {
 
     /// Parses and checks a call's arguments. On success returns the tool and
     /// the argument map; on failure, the output the model should see.
-    pub fn prepare(
-        &self,
-        call: &ToolCall,
-    ) -> Result<(Arc<dyn Tool>, Map<String, Value>), ToolOutput> {
+    pub fn prepare(&self, call: &ToolCall) -> Result<Prepared, ToolOutput> {
         let Some(tool) = self.get(&call.name) else {
             return Err(ToolOutput::failed(
                 ErrorKind::UnknownTool,
@@ -216,14 +216,21 @@ pub fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), 
     }
 }
 
+/// Whether `value` has the schema type `expected`. Numbers and booleans
+/// written as strings (`"5"`, `"true"`) are accepted: small models often
+/// quote them, and the tools read them leniently (see [`arg_u64`]).
 fn type_matches(expected: &str, value: &Value) -> bool {
+    let text = value.as_str().map(str::trim);
     match expected {
         "string" => value.is_string(),
         "integer" => {
-            value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
+            value.is_i64()
+                || value.is_u64()
+                || value.as_f64().is_some_and(|f| f.fract() == 0.0)
+                || text.is_some_and(|t| t.parse::<i64>().is_ok())
         }
-        "number" => value.is_number(),
-        "boolean" => value.is_boolean(),
+        "number" => value.is_number() || text.is_some_and(|t| t.parse::<f64>().is_ok()),
+        "boolean" => value.is_boolean() || text.is_some_and(|t| t == "true" || t == "false"),
         "array" => value.is_array(),
         "object" => value.is_object(),
         "null" => value.is_null(),
@@ -316,6 +323,7 @@ mod tests {
     #[test]
     fn missing_required_and_wrong_types_are_listed() {
         let args = parse_arguments(r#"{"limit": "ten"}"#).unwrap();
+        assert_eq!(check_arguments(&schema(), &parse_arguments(r#"{"path": "a", "limit": "5"}"#).unwrap()), Ok(()));
         let err = check_arguments(&schema(), &args).unwrap_err();
         assert!(err.contains("missing required field `path`"), "{err}");
         assert!(

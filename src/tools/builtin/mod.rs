@@ -1,11 +1,136 @@
 //! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`
-//! and `list_dir`. (Stub; implementation in progress.)
+//! and `list_dir`, one file each, plus their model-facing texts in
+//! [`messages`].
+//!
+//! Every tool reaches the machine through `runtime` (processes through
+//! `runtime::process`, paths through `runtime::fs::resolve`), runs blocking
+//! file IO on tokio's blocking pool, and reports every failure as a failed
+//! [`ToolOutput`] that says what went wrong and what to do next.
 
+mod edit;
+mod list;
+pub mod messages;
+mod read;
+mod shell;
+mod write;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::Tool;
+use super::{Tool, ToolContext};
+use crate::protocol::{ErrorKind, ToolOutput};
+use crate::runtime::fs;
+
+pub use edit::EditFile;
+pub use list::ListDir;
+pub use read::ReadFile;
+pub use shell::RunShell;
+pub use write::WriteFile;
 
 /// Every built-in tool, in the order the model sees them.
 pub fn all() -> Vec<Arc<dyn Tool>> {
-    Vec::new()
+    vec![
+        Arc::new(RunShell::new()),
+        Arc::new(ReadFile::new()),
+        Arc::new(WriteFile::new()),
+        Arc::new(EditFile::new()),
+        Arc::new(ListDir::new()),
+    ]
+}
+
+/// Resolves a path argument against the workspace, or returns the output
+/// that tells the model why the path cannot be used.
+fn resolve_path(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolOutput> {
+    fs::resolve(&ctx.runtime.workspace, path).map_err(|reason| {
+        ToolOutput::failed(ErrorKind::InvalidArgs, messages::bad_path(path, &reason))
+    })
+}
+
+/// The output for a call that arrives after the turn was interrupted.
+fn cancelled() -> ToolOutput {
+    ToolOutput::failed(ErrorKind::Cancelled, super::messages::CANCELLED)
+}
+
+/// Runs blocking file work on tokio's blocking pool.
+async fn blocking<F>(work: F) -> ToolOutput
+where
+    F: FnOnce() -> ToolOutput + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(output) => output,
+        Err(e) => ToolOutput::failed(ErrorKind::Failed, messages::task_failed(&e.to_string())),
+    }
+}
+
+/// Shorthand for the most common failure.
+fn failed(text: impl Into<String>) -> ToolOutput {
+    ToolOutput::failed(ErrorKind::Failed, text)
+}
+
+/// Helpers shared by the tools' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use serde_json::Value;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::protocol::{ToolCall, ToolOutput};
+    use crate::runtime::Runtime;
+    use crate::tools::{Registry, ToolContext};
+
+    /// A context whose workspace is `dir` and whose spill dir is inside it.
+    pub fn ctx(dir: &Path) -> ToolContext {
+        ToolContext {
+            runtime: Arc::new(Runtime::new(
+                dir.to_path_buf(),
+                dir.join(".spill"),
+                Vec::new(),
+            )),
+            cancel: CancellationToken::new(),
+            call_id: "call_1".to_string(),
+        }
+    }
+
+    /// Calls a tool through the registry, so schema checks run too.
+    pub async fn call(dir: &Path, name: &str, args: Value) -> ToolOutput {
+        let call = ToolCall {
+            id: "call_1".to_string(),
+            name: name.to_string(),
+            arguments: args.to_string(),
+        };
+        Registry::with_builtins().dispatch(&call, ctx(dir)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tools::Registry;
+
+    #[test]
+    fn builtins_come_in_order_with_object_schemas() {
+        let registry = Registry::with_builtins();
+        assert_eq!(
+            registry.names(),
+            [
+                "run_shell",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "list_dir"
+            ]
+        );
+        for tool in registry.tools() {
+            let params = &tool.spec().parameters;
+            assert_eq!(params["type"], "object", "{}", tool.spec().name);
+            for (name, prop) in params["properties"].as_object().into_iter().flatten() {
+                assert!(
+                    prop["description"].as_str().is_some_and(|d| !d.is_empty()),
+                    "{}.{name} has no description",
+                    tool.spec().name
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,230 @@
+//! `list_dir`: the entries of one directory, sorted by name, with kinds and
+//! sizes. Not recursive: a recursive listing of a real project is too large
+//! to be useful, and `run_shell` with `find` or `rg --files` does it better.
+
+use std::fs::DirEntry;
+use std::io;
+use std::path::Path;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+
+use super::{ToolContext, blocking, cancelled, failed, messages, resolve_path};
+use crate::protocol::ToolOutput;
+use crate::runtime::fs::human_size;
+use crate::tools::{Tool, ToolSpec, arg_str};
+
+/// Entries shown at most. A directory of generated files can hold tens of
+/// thousands; a thousand names is already more than a model can use.
+pub const MAX_ENTRIES: usize = 1000;
+
+/// The directory listed when the model gives no path.
+const DEFAULT_PATH: &str = ".";
+
+const DESCRIPTION: &str = "Lists the entries of one directory, sorted by name: `name/  (dir)`, `name  (file, SIZE)`, `name -> target  (symlink)`. \
+Not recursive; for a recursive listing or a search by name use run_shell with `find` or `rg --files`.";
+
+/// The `list_dir` tool.
+pub struct ListDir {
+    spec: ToolSpec,
+}
+
+impl ListDir {
+    pub fn new() -> Self {
+        ListDir {
+            spec: ToolSpec {
+                name: "list_dir".to_string(),
+                description: DESCRIPTION.to_string(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {
+                            "type": "string",
+                            "description": "Directory to list, absolute or relative to the workspace root. Default: the workspace root."
+                        }
+                    },
+                    "required": []
+                }),
+            },
+        }
+    }
+}
+
+impl Default for ListDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tool for ListDir {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move {
+            if ctx.cancel.is_cancelled() {
+                return cancelled();
+            }
+            let given = arg_str(&args, "path");
+            let shown = if given.trim().is_empty() {
+                DEFAULT_PATH.to_string()
+            } else {
+                given.to_string()
+            };
+            let path = match resolve_path(&ctx, &shown) {
+                Ok(path) => path,
+                Err(output) => return output,
+            };
+            blocking(move || list_dir(&path, &shown)).await
+        })
+    }
+}
+
+/// One directory entry, ready to print.
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    name: String,
+    kind: Kind,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File(u64),
+    Symlink(String),
+    /// A socket, pipe or device.
+    Other,
+}
+
+impl Entry {
+    fn line(&self) -> String {
+        match &self.kind {
+            Kind::Dir => format!("{}/  (dir)", self.name),
+            Kind::File(size) => format!("{}  (file, {})", self.name, human_size(*size)),
+            Kind::Symlink(target) => format!("{} -> {target}  (symlink)", self.name),
+            Kind::Other => format!("{}  (other)", self.name),
+        }
+    }
+}
+
+fn list_dir(path: &Path, shown: &str) -> ToolOutput {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_dir() => return failed(messages::list_not_dir(shown)),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return failed(messages::list_not_found(shown));
+        }
+        Err(e) => return failed(messages::io_failed("list", shown, &e)),
+    }
+    let entries = match read_entries(path) {
+        Ok(entries) => entries,
+        Err(e) => return failed(messages::io_failed("list", shown, &e)),
+    };
+    ToolOutput::ok(format_listing(entries, shown))
+}
+
+fn read_entries(path: &Path) -> io::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        entries.push(describe(&entry?));
+    }
+    Ok(entries)
+}
+
+/// Describes an entry without following symlinks. An entry whose details
+/// cannot be read (it vanished, or permission) is still listed, as `other`.
+fn describe(entry: &DirEntry) -> Entry {
+    let name = entry.file_name().to_string_lossy().into_owned();
+    let kind = match entry.file_type() {
+        Ok(t) if t.is_dir() => Kind::Dir,
+        Ok(t) if t.is_file() => Kind::File(entry.metadata().map(|m| m.len()).unwrap_or(0)),
+        Ok(t) if t.is_symlink() => Kind::Symlink(
+            std::fs::read_link(entry.path())
+                .map(|target| target.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "?".to_string()),
+        ),
+        _ => Kind::Other,
+    };
+    Entry { name, kind }
+}
+
+/// Sorts by name and prints at most [`MAX_ENTRIES`] entries.
+fn format_listing(mut entries: Vec<Entry>, shown: &str) -> String {
+    if entries.is_empty() {
+        return messages::LIST_EMPTY_DIR.to_string();
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let more = entries.len().saturating_sub(MAX_ENTRIES);
+    let mut lines: Vec<String> = entries.iter().take(MAX_ENTRIES).map(Entry::line).collect();
+    if more > 0 {
+        lines.push(messages::list_more(more, shown));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ErrorKind, ToolStatus};
+    use crate::tools::builtin::test_support::call;
+
+    #[tokio::test]
+    async fn lists_sorted_with_kinds_and_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("src")).unwrap();
+        std::fs::write(root.join("Cargo.toml"), "x".repeat(1229)).unwrap();
+        std::fs::write(root.join("a.txt"), "hi").unwrap();
+        std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
+        let out = call(root, "list_dir", json!({})).await;
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.text);
+        assert_eq!(
+            out.text,
+            "Cargo.toml  (file, 1.2 KB)\na.txt  (file, 2 B)\nlink -> a.txt  (symlink)\nsrc/  (dir)"
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_missing_and_file_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("empty")).unwrap();
+        std::fs::write(dir.path().join("f.txt"), "x").unwrap();
+        let out = call(dir.path(), "list_dir", json!({"path": "empty"})).await;
+        assert_eq!(out.text, "(empty directory)");
+        let out = call(dir.path(), "list_dir", json!({"path": "f.txt"})).await;
+        assert_eq!(out.status, ToolStatus::Failed);
+        assert_eq!(
+            out.text,
+            "Error: f.txt is a file, not a directory; use read_file to read it."
+        );
+        let out = call(dir.path(), "list_dir", json!({"path": "nope"})).await;
+        assert!(
+            out.text.starts_with("Error: nope does not exist."),
+            "{}",
+            out.text
+        );
+        let out = call(dir.path(), "list_dir", json!({"path": 5})).await;
+        assert_eq!(out.error_kind, Some(ErrorKind::InvalidArgs));
+    }
+
+    #[test]
+    fn caps_the_number_of_entries() {
+        let entries: Vec<Entry> = (0..MAX_ENTRIES + 5)
+            .map(|i| Entry {
+                name: format!("f{i:05}"),
+                kind: Kind::File(0),
+            })
+            .collect();
+        let text = format_listing(entries, "gen");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), MAX_ENTRIES + 1);
+        assert_eq!(lines[0], "f00000  (file, 0 B)");
+        assert!(
+            lines[MAX_ENTRIES].starts_with("[5 more entries not shown;"),
+            "{}",
+            lines[MAX_ENTRIES]
+        );
+        assert!(lines[MAX_ENTRIES].contains("`ls gen | grep PATTERN`"));
+    }
+}

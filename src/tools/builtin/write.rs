@@ -1,0 +1,186 @@
+//! `write_file`: create or replace a whole file, atomically.
+//!
+//! Parent directories are created as needed; the bytes are written through
+//! `runtime::fs::write_atomic`, so a crash never leaves a half-written file
+//! and a replaced file keeps its permissions.
+
+use std::io;
+use std::path::Path;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+
+use super::{ToolContext, blocking, cancelled, failed, messages, resolve_path};
+use crate::protocol::ToolOutput;
+use crate::runtime::fs::write_atomic;
+use crate::tools::{Tool, ToolSpec, arg_str};
+
+const DESCRIPTION: &str = "Writes a file with the given content, replacing it if it exists and creating missing parent directories. \
+The write is atomic, and a replaced file keeps its permissions. \
+To change part of an existing file prefer edit_file; read a file before replacing it so nothing is lost.";
+
+/// The `write_file` tool.
+pub struct WriteFile {
+    spec: ToolSpec,
+}
+
+impl WriteFile {
+    pub fn new() -> Self {
+        WriteFile {
+            spec: ToolSpec {
+                name: "write_file".to_string(),
+                description: DESCRIPTION.to_string(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {
+                            "type": "string",
+                            "description": "Path of the file to write, absolute or relative to the workspace root."
+                        },
+                        "content": {
+                            "type": "string",
+                            "description": "The complete new content of the file."
+                        }
+                    },
+                    "required": ["path", "content"]
+                }),
+            },
+        }
+    }
+}
+
+impl Default for WriteFile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tool for WriteFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move {
+            if ctx.cancel.is_cancelled() {
+                return cancelled();
+            }
+            let shown = arg_str(&args, "path").to_string();
+            let path = match resolve_path(&ctx, &shown) {
+                Ok(path) => path,
+                Err(output) => return output,
+            };
+            let content = arg_str(&args, "content").to_string();
+            blocking(move || write_file(&path, &shown, content.as_bytes())).await
+        })
+    }
+}
+
+fn write_file(path: &Path, shown: &str, content: &[u8]) -> ToolOutput {
+    let existed = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => return failed(messages::write_is_dir(shown)),
+        Ok(_) => true,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) => return failed(messages::io_failed("write", shown, &e)),
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            return failed(messages::io_failed(
+                "create the parent directories of",
+                shown,
+                &e,
+            ));
+        }
+    }
+    match write_atomic(path, content) {
+        Ok(()) => ToolOutput::ok(messages::write_done(shown, content.len(), existed)),
+        Err(e) => failed(messages::io_failed("write", shown, &e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::protocol::{ErrorKind, ToolStatus};
+    use crate::tools::builtin::test_support::call;
+
+    #[tokio::test]
+    async fn creates_parent_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = call(
+            dir.path(),
+            "write_file",
+            json!({"path": "a/b/c.txt", "content": "hello\n"}),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.text);
+        assert_eq!(out.text, "Wrote 6 bytes to a/b/c.txt (new file)");
+        let written = std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap();
+        assert_eq!(written, "hello\n");
+    }
+
+    #[tokio::test]
+    async fn replacing_keeps_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.sh");
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = call(
+            dir.path(),
+            "write_file",
+            json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
+        )
+        .await;
+        assert_eq!(
+            out.text,
+            "Wrote 18 bytes to run.sh (replaced the existing file)"
+        );
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "#!/bin/sh\necho hi\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn refuses_a_directory_and_requires_content() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        let out = call(
+            dir.path(),
+            "write_file",
+            json!({"path": "src", "content": "x"}),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Failed);
+        assert!(
+            out.text.starts_with("Error: src is a directory"),
+            "{}",
+            out.text
+        );
+
+        let out = call(dir.path(), "write_file", json!({"path": "a.txt"})).await;
+        assert_eq!(out.error_kind, Some(ErrorKind::InvalidArgs));
+        assert!(
+            out.text.contains("missing required field `content`"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_content_writes_an_empty_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = call(
+            dir.path(),
+            "write_file",
+            json!({"path": "e", "content": ""}),
+        )
+        .await;
+        assert_eq!(out.text, "Wrote 0 bytes to e (new file)");
+        assert_eq!(std::fs::read(dir.path().join("e")).unwrap(), b"");
+    }
+}
