@@ -25,5 +25,7 @@ pub mod config;
 pub mod prompt;
 pub mod protocol;
 pub mod runtime;
+pub mod script;
 pub mod tools;
 pub mod ui;
+pub mod watchdog;

@@ -86,6 +86,86 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// The spec for running `command` in the workspace under this runtime's
+    /// limits. `timeout` is what the caller asked for; it is clamped to
+    /// [`Limits::max_shell_timeout`] and defaults to
+    /// [`Limits::shell_timeout`].
+    pub fn command_spec(&self, command: &str, timeout: Option<Duration>, label: &str) -> process::CommandSpec {
+        let timeout = self.shell_timeout(timeout);
+        process::CommandSpec {
+            command: command.to_string(),
+            cwd: self.workspace.clone(),
+            env: self.child_env.clone(),
+            timeout,
+            inactivity_timeout: self.limits.inactivity_timeout,
+            kill_grace: self.limits.kill_grace,
+            output_cap: self.limits.output_cap,
+            spill_dir: self.spill_dir.clone(),
+            label: sanitize_label(label),
+        }
+    }
+
+    /// The wall-clock limit for a command that asked for `asked`: capped at
+    /// the maximum, the default when nothing was asked.
+    pub fn shell_timeout(&self, asked: Option<Duration>) -> Duration {
+        asked.unwrap_or(self.limits.shell_timeout).min(self.limits.max_shell_timeout)
+    }
+
+    /// Runs a shell command: the one entry point for the `run_shell` tool
+    /// and the script API's `shell()`, so both obey the same rules.
+    pub async fn run_command(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+        label: &str,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> std::io::Result<process::Outcome> {
+        process::run(self.command_spec(command, timeout, label), cancel.clone()).await
+    }
+}
+
+/// Longest spill-file label; ids are short in practice, and a file name
+/// must stay well under the 255-byte limit.
+const MAX_LABEL_LEN: usize = 64;
+
+/// Makes a label (a tool call id) safe for a file name: ASCII letters,
+/// digits, `-` and `_` kept, anything else replaced by `_`, length capped.
+pub fn sanitize_label(label: &str) -> String {
+    let clean: String = label
+        .chars()
+        .take(MAX_LABEL_LEN)
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
+    if clean.chars().all(|c| c == '_') { "call".to_string() } else { clean }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_clamped_and_labels_sanitized() {
+        let rt = Runtime::new(PathBuf::from("/w"), PathBuf::from("/s"), Vec::new());
+        assert_eq!(rt.shell_timeout(None), DEFAULT_SHELL_TIMEOUT);
+        assert_eq!(rt.shell_timeout(Some(Duration::from_secs(30))), Duration::from_secs(30));
+        assert_eq!(rt.shell_timeout(Some(Duration::from_secs(10_000))), MAX_SHELL_TIMEOUT);
+        assert_eq!(sanitize_label("call_ab-12"), "call_ab-12");
+        assert_eq!(sanitize_label("../../etc/x"), "______etc_x");
+        assert_eq!(sanitize_label("///"), "call");
+        assert_eq!(sanitize_label(&"a".repeat(500)).len(), MAX_LABEL_LEN);
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_from_the_child_environment() {
+        let env = [("PATH", "/bin"), ("AGENT_API_KEY", "k"), ("GITHUB_TOKEN", "t"), ("db_password", "p"), ("AWS_SECRET_ACCESS_KEY", "s"), ("HOME", "/h")]
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let rt = Runtime::new(PathBuf::from("/w"), PathBuf::from("/s"), env);
+        let names: Vec<&str> = rt.child_env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "HOME"]);
+    }
+}
+
 /// Whether an environment variable looks like a secret and must not reach
 /// child processes: names containing KEY, TOKEN, SECRET or PASSWORD (any
 /// case), which covers `AGENT_API_KEY` itself.

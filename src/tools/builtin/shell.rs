@@ -13,16 +13,9 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolContext, cancelled, messages};
 use crate::protocol::{ErrorKind, ToolOutput};
-use crate::runtime::process::{self, Captured, CommandSpec, Ended, Outcome};
+use crate::runtime::process::{Captured, Ended, Outcome};
 use crate::runtime::{DEFAULT_INACTIVITY_TIMEOUT, DEFAULT_SHELL_TIMEOUT, MAX_SHELL_TIMEOUT};
 use crate::tools::{Tool, ToolSpec, arg_str, arg_u64};
-
-/// Longest spill-file label taken from a call id; ids are short in
-/// practice, and a file name must stay well under the 255-byte limit.
-const MAX_LABEL_LEN: usize = 64;
-
-/// The label used when a call id has no usable characters.
-const FALLBACK_LABEL: &str = "call";
 
 /// The tool description. The numbers are the runtime defaults; a runtime
 /// configured otherwise still enforces its own limits.
@@ -95,57 +88,16 @@ impl Tool for RunShell {
             if command.trim().is_empty() {
                 return ToolOutput::failed(ErrorKind::InvalidArgs, messages::SHELL_EMPTY_COMMAND);
             }
-            let limits = &ctx.runtime.limits;
-            let asked = arg_u64(&args, "timeout").filter(|&s| s > 0);
-            let timeout = clamp_timeout(asked, limits.shell_timeout, limits.max_shell_timeout);
-            let spec = CommandSpec {
-                command: command.to_string(),
-                cwd: ctx.runtime.workspace.clone(),
-                env: ctx.runtime.child_env.clone(),
-                timeout,
-                inactivity_timeout: limits.inactivity_timeout,
-                kill_grace: limits.kill_grace,
-                output_cap: limits.output_cap,
-                spill_dir: ctx.runtime.spill_dir.clone(),
-                label: sanitize_label(&ctx.call_id),
-            };
-            let inactivity = spec.inactivity_timeout;
-            let max = limits.max_shell_timeout;
-            match process::run(spec, ctx.cancel.clone()).await {
+            let asked = arg_u64(&args, "timeout").filter(|&s| s > 0).map(Duration::from_secs);
+            let runtime = &ctx.runtime;
+            let timeout = runtime.shell_timeout(asked);
+            let inactivity = runtime.limits.inactivity_timeout;
+            let max = runtime.limits.max_shell_timeout;
+            match runtime.run_command(command, asked, &ctx.call_id, &ctx.cancel).await {
                 Ok(outcome) => format_outcome(&outcome, timeout, inactivity, max),
                 Err(e) => ToolOutput::failed(ErrorKind::Failed, messages::shell_spawn_failed(&e)),
             }
         })
-    }
-}
-
-/// The timeout for a call: the requested seconds capped at `max`, or the
-/// default when none was asked for.
-fn clamp_timeout(asked_secs: Option<u64>, default: Duration, max: Duration) -> Duration {
-    match asked_secs {
-        Some(secs) => Duration::from_secs(secs).min(max),
-        None => default.min(max),
-    }
-}
-
-/// A file-name-safe label from a call id: ASCII letters, digits, `-` and
-/// `_` kept, anything else replaced by `_`, length capped.
-fn sanitize_label(call_id: &str) -> String {
-    let label: String = call_id
-        .chars()
-        .take(MAX_LABEL_LEN)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if label.chars().all(|c| c == '_') {
-        FALLBACK_LABEL.to_string()
-    } else {
-        label
     }
 }
 
@@ -356,19 +308,6 @@ Re-run with a larger timeout (max 600) or run it in the background with output r
             "head\n…cut…\ntail\n[stdout was 5.0 MB and was cut in the middle; the whole of it is saved in /data/outputs/s1/call_1.stdout: \
 read parts with read_file (offset/limit) or search it with grep]\n[exit code: 0]"
         );
-    }
-
-    #[test]
-    fn timeouts_are_clamped_and_labels_sanitized() {
-        let d = Duration::from_secs(120);
-        let m = Duration::from_secs(600);
-        assert_eq!(clamp_timeout(None, d, m), d);
-        assert_eq!(clamp_timeout(Some(30), d, m), Duration::from_secs(30));
-        assert_eq!(clamp_timeout(Some(10_000), d, m), m);
-        assert_eq!(sanitize_label("call_ab-12"), "call_ab-12");
-        assert_eq!(sanitize_label("../../etc/x"), "______etc_x");
-        assert_eq!(sanitize_label("///"), "call");
-        assert_eq!(sanitize_label(&"a".repeat(500)).len(), MAX_LABEL_LEN);
     }
 
     #[tokio::test]

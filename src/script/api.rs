@@ -1,0 +1,217 @@
+//! The script API: every function a Rhai handler can call besides Rhai's
+//! standard library. This module is the whole of it, and
+//! `scripts/README.md`-style docs live on each function below.
+//!
+//! | function | returns |
+//! |---|---|
+//! | `shell(cmd)`, `shell(cmd, #{timeout: secs})` | `#{exit_code, stdout, stderr, timed_out}` |
+//! | `read_file(path)` | the file's text |
+//! | `write_file(path, text)` | bytes written |
+//! | `list_dir(path)` | `[#{name, kind: "file"/"dir"/"symlink", size}]`, sorted |
+//! | `file_exists(path)` | bool |
+//! | `env(name)` | the variable's value, or `()` when unset or secret |
+//! | `cwd()` | the workspace root |
+//! | `now()`, `now(format)` | local time, `%Y-%m-%d %H:%M:%S %:z` by default |
+//! | `unix_time()` | seconds since 1970 |
+//! | `json_parse(text)`, `json_stringify(value)` | JSON in and out |
+//!
+//! Shell commands and file access go through [`crate::runtime`], the same
+//! layer the built-in tools use, so its timeouts, output caps, secret
+//! scrubbing and path rules apply to scripts too. A failing call throws a
+//! script error whose message says what went wrong.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FuncRegistration, ImmutableString, Map};
+
+use super::engine::{call_context, credit_host_time};
+use crate::runtime::{fs, process};
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// Registers the API on the engine. Side-effecting functions are volatile,
+/// so the optimizer never runs them at compile time.
+pub fn register(engine: &mut Engine) {
+    FuncRegistration::new("shell")
+        .with_volatility(true)
+        .register_into_engine(engine, |cmd: &str| shell(cmd, None));
+    FuncRegistration::new("shell")
+        .with_volatility(true)
+        .register_into_engine(engine, |cmd: &str, opts: Map| shell(cmd, timeout_of(&opts)?));
+    FuncRegistration::new("read_file")
+        .with_volatility(true)
+        .register_into_engine(engine, read_file);
+    FuncRegistration::new("write_file")
+        .with_volatility(true)
+        .register_into_engine(engine, write_file);
+    FuncRegistration::new("list_dir")
+        .with_volatility(true)
+        .register_into_engine(engine, list_dir);
+    FuncRegistration::new("file_exists")
+        .with_volatility(true)
+        .register_into_engine(engine, file_exists);
+    FuncRegistration::new("env")
+        .with_volatility(true)
+        .register_into_engine(engine, env);
+    FuncRegistration::new("cwd")
+        .with_volatility(true)
+        .register_into_engine(engine, cwd);
+    FuncRegistration::new("now")
+        .with_volatility(true)
+        .register_into_engine(engine, || now_fmt(DEFAULT_TIME_FORMAT));
+    FuncRegistration::new("now")
+        .with_volatility(true)
+        .register_into_engine(engine, |fmt: &str| now_fmt(fmt));
+    FuncRegistration::new("unix_time")
+        .with_volatility(true)
+        .register_into_engine(engine, || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0)
+        });
+    engine.register_fn("json_parse", json_parse);
+    engine.register_fn("json_stringify", json_stringify);
+}
+
+/// `now()`'s format: date, time and UTC offset.
+pub const DEFAULT_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S %:z";
+
+fn timeout_of(opts: &Map) -> Res<Option<Duration>> {
+    match opts.get("timeout") {
+        None => Ok(None),
+        Some(v) if v.is_unit() => Ok(None),
+        Some(v) => {
+            let secs = v
+                .as_int()
+                .map(|i| i as f64)
+                .or_else(|_| v.as_float())
+                .map_err(|_| format!("shell: `timeout` must be a number of seconds, not {}", v.type_name()))?;
+            if !(secs > 0.0 && secs.is_finite()) {
+                return Err(format!("shell: `timeout` must be a positive number of seconds, not {secs}").into());
+            }
+            Ok(Some(Duration::from_secs_f64(secs)))
+        }
+    }
+}
+
+/// Runs a command like the `run_shell` tool does and returns
+/// `#{exit_code, stdout, stderr, timed_out}`. `exit_code` is `()` when the
+/// command was killed.
+fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let (runtime, handle, cancel) = call_context()?;
+    let label = format!("script-{}-{}", std::process::id(), CALLS.fetch_add(1, Ordering::Relaxed));
+    let started = Instant::now();
+    let outcome = handle.block_on(runtime.run_command(cmd, timeout, &label, &cancel));
+    credit_host_time(started.elapsed());
+    let outcome = outcome.map_err(|e| format!("shell: cannot run {cmd:?}: {e}"))?;
+    let mut map = Map::new();
+    map.insert(
+        "exit_code".into(),
+        outcome.exit_code.map(|c| Dynamic::from_int(c.into())).unwrap_or(Dynamic::UNIT),
+    );
+    map.insert("stdout".into(), outcome.stdout.text.into());
+    map.insert("stderr".into(), outcome.stderr.text.into());
+    map.insert(
+        "timed_out".into(),
+        matches!(outcome.ended, process::Ended::TimedOut | process::Ended::Inactive).into(),
+    );
+    Ok(map)
+}
+
+fn resolve(path: &str) -> Res<std::path::PathBuf> {
+    let (runtime, ..) = call_context()?;
+    fs::resolve(&runtime.workspace, path).map_err(Into::into)
+}
+
+fn read_file(path: &str) -> Res<String> {
+    let full = resolve(path)?;
+    let bytes = std::fs::read(&full).map_err(|e| format!("read_file {path:?}: {e}"))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn write_file(path: &str, text: &str) -> Res<i64> {
+    let full = resolve(path)?;
+    if let Some(parent) = full.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("write_file {path:?}: {e}"))?;
+    }
+    fs::write_atomic(&full, text.as_bytes()).map_err(|e| format!("write_file {path:?}: {e}"))?;
+    Ok(text.len() as i64)
+}
+
+fn list_dir(path: &str) -> Res<Array> {
+    let full = resolve(path)?;
+    let entries = std::fs::read_dir(&full).map_err(|e| format!("list_dir {path:?}: {e}"))?;
+    let mut rows: Vec<(String, &'static str, i64)> = entries
+        .filter_map(Result::ok)
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let meta = entry.metadata().ok();
+            let file_type = entry.file_type().ok();
+            let kind = match file_type {
+                Some(t) if t.is_symlink() => "symlink",
+                Some(t) if t.is_dir() => "dir",
+                _ => "file",
+            };
+            (name, kind, meta.map(|m| m.len() as i64).unwrap_or(0))
+        })
+        .collect();
+    rows.sort();
+    Ok(rows
+        .into_iter()
+        .map(|(name, kind, size)| {
+            let mut m = Map::new();
+            m.insert("name".into(), name.into());
+            m.insert("kind".into(), kind.into());
+            m.insert("size".into(), size.into());
+            Dynamic::from_map(m)
+        })
+        .collect())
+}
+
+fn file_exists(path: &str) -> Res<bool> {
+    Ok(resolve(path)?.exists())
+}
+
+/// Reads from the scrubbed child environment, so a script sees exactly what
+/// a shell command would: no secrets.
+fn env(name: &str) -> Res<Dynamic> {
+    let (runtime, ..) = call_context()?;
+    Ok(runtime
+        .child_env
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| Dynamic::from(v.clone()))
+        .unwrap_or(Dynamic::UNIT))
+}
+
+fn cwd() -> Res<String> {
+    let (runtime, ..) = call_context()?;
+    Ok(runtime.workspace.display().to_string())
+}
+
+fn now_fmt(fmt: &str) -> Res<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    write!(out, "{}", chrono::Local::now().format(fmt)).map_err(|_| format!("now: invalid time format {fmt:?}"))?;
+    Ok(out)
+}
+
+fn json_parse(text: &str) -> Res<Dynamic> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("json_parse: not valid JSON: {e}"))?;
+    rhai::serde::to_dynamic(value)
+}
+
+fn json_stringify(value: Dynamic) -> Res<ImmutableString> {
+    let json = to_json(&value)?;
+    Ok(json.to_string().into())
+}
+
+/// Converts a script value to JSON. Closures and other non-data values are
+/// refused with an error that names them.
+pub fn to_json(value: &Dynamic) -> Res<serde_json::Value> {
+    rhai::serde::from_dynamic::<serde_json::Value>(&value.flatten_clone())
+}

@@ -1,0 +1,108 @@
+//! `agent replay FILE`: the watchdog over a recorded run, one JSON verdict
+//! per model turn, so people can test their rules before trusting them.
+//!
+//! Input is JSON lines, one [`TurnRecord`] per model turn. Every live run
+//! appends its turns in the same format to `<data dir>/runs/`, so any real
+//! session can be replayed.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::{TurnRecord, Verdict, VerdictKind, Watchdog};
+
+/// One verdict line of the output.
+pub fn verdict_json(turn: usize, v: &Verdict) -> Value {
+    json!({
+        "turn": turn,
+        "verdict": v.kind.as_str(),
+        "reason": v.reason,
+        "budget": {"used": v.used, "limit": v.limit},
+    })
+}
+
+/// A line of the input that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct ReplayError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Parses a replay file's text.
+pub fn parse(text: &str) -> Result<Vec<TurnRecord>, ReplayError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str::<TurnRecord>(l).map_err(|e| ReplayError {
+                line: i + 1,
+                message: format!(
+                    "{e}. Each line must be a JSON object like {{\"user\": \"...\", \"text\": \"...\", \"calls\": [{{\"name\": \"run_shell\", \"input\": {{...}}, \"status\": \"completed\", \"output\": \"...\"}}]}}"
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Runs the watchdog over `turns`. Returns `(turn number, verdict)` for
+/// every turn judged; after a stop, turns are skipped until the next `user`.
+pub fn run(watchdog: &mut Watchdog, turns: &[TurnRecord]) -> Vec<(usize, Verdict)> {
+    let mut out = Vec::new();
+    for (i, turn) in turns.iter().enumerate() {
+        if watchdog.stopped() && turn.user.is_none() {
+            continue;
+        }
+        out.push((i + 1, watchdog.observe(turn)));
+    }
+    out
+}
+
+/// Appends each live turn to a run log in the replay format.
+#[derive(Debug)]
+pub struct RunLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl RunLog {
+    /// A log at `<data dir>/runs/<session>.jsonl`, created on first write.
+    pub fn new(data_dir: &Path, session: &str) -> Self {
+        RunLog {
+            path: data_dir.join("runs").join(format!("{session}.jsonl")),
+            file: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one turn and flushes. Failures are returned for the caller
+    /// to report; the run goes on either way.
+    pub fn append(&mut self, turn: &TurnRecord) -> std::io::Result<()> {
+        if self.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            self.file = Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)?,
+            );
+        }
+        if let Some(f) = self.file.as_mut() {
+            let line = serde_json::to_string(turn).map_err(std::io::Error::other)?;
+            writeln!(f, "{line}")?;
+            f.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a verdict ends the turn.
+pub fn is_stop(v: &Verdict) -> bool {
+    v.kind == VerdictKind::Stop
+}
