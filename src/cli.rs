@@ -210,7 +210,7 @@ async fn one_shot(
     let usage = agent.usage();
     let (code, final_text, error) = match outcome {
         Ok(TurnOutcome::Done { text, .. }) => (exit::OK, Some(text), None),
-        Ok(TurnOutcome::Stopped { reason }) => (
+        Ok(TurnOutcome::Stopped { reason, .. }) => (
             exit::WATCHDOG,
             None,
             Some(format!("stopped by the watchdog: {reason}")),

@@ -2,19 +2,36 @@
 //!
 //! One turn starts with the person's message. The loop asks the model; if
 //! the answer carries tool calls, it runs them in order, appends exactly one
-//! `tool` message per call (also when the call fails or the turn is
-//! interrupted), and asks again. An answer without tool calls ends the turn.
-//! The loop talks to the UI only through [`Event`]s.
+//! `tool` message per call (also when the call fails, is a duplicate, or
+//! the turn is interrupted), and asks again. An answer without tool calls
+//! ends the turn.
+//!
+//! After each model turn the [`Watchdog`] judges what happened: continue,
+//! tell the model how much budget is left, inject the repair prompt (once
+//! per user turn), or stop and hand control back with the reason. When the
+//! budget runs out the model gets one tool-less turn to summarise first.
+//! Every model turn is also appended to the run log, in the format
+//! `agent replay` reads. The loop talks to the UI only through [`Event`]s.
+
+pub mod workspace;
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ApiError, ChatClient, Piece, wire};
-use crate::protocol::{ErrorKind, Event, EventSink, Message, ToolOutput, Usage};
+use crate::client::{ApiError, ChatClient, ModelResponse, Piece, wire};
+use crate::protocol::{
+    ErrorKind, Event, EventSink, Message, ToolCall, ToolOutput, ToolStatus, Usage, UserSource,
+};
 use crate::runtime::Runtime;
 use crate::tools::{Registry, ToolContext, messages};
+use crate::watchdog::mask::action_key;
+use crate::watchdog::replay::RunLog;
+use crate::watchdog::{
+    CallRecord, SUMMARISE_PROMPT, Settings, TurnRecord, Verdict, VerdictKind, Watchdog,
+};
+use workspace::WorkspaceTracker;
 
 /// How a turn ended, when it did not fail.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,8 +42,12 @@ pub enum TurnOutcome {
         /// `length` when the answer was cut off at the token limit.
         finish_reason: Option<String>,
     },
-    /// The watchdog stopped the turn and handed control back.
-    Stopped { reason: String },
+    /// The watchdog stopped the turn and handed control back. `summary` is
+    /// the model's last, tool-less answer when the budget ran out.
+    Stopped {
+        reason: String,
+        summary: Option<String>,
+    },
     /// The person interrupted the turn.
     Cancelled,
 }
@@ -42,11 +63,18 @@ pub enum TurnError {
 /// Text shown when the model's answer hit the token limit.
 pub const LENGTH_NOTICE: &str = "the model's answer was cut off at its output token limit (finish_reason: length); the answer may be incomplete";
 
+/// The answer to a call that repeats an earlier call of the same response.
+pub fn duplicate_call(first_id: &str) -> String {
+    format!(
+        "Not run: this call is identical to call {first_id} in the same response, which ran once; its result is the answer to {first_id}. Do not repeat identical calls."
+    )
+}
+
 /// How long an interrupted tool may take to wind down (kill its process
 /// group, collect partial output) before the loop answers for it.
 pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
 
-/// The agent: a client, tools, a runtime, and the conversation so far.
+/// The agent: a client, tools, a runtime, a watchdog and the conversation.
 pub struct Agent {
     client: ChatClient,
     registry: Arc<Registry>,
@@ -55,6 +83,12 @@ pub struct Agent {
     /// Extra request fields merged into every request body.
     extra_body: Map<String, Value>,
     usage: Usage,
+    /// `None` only while it is lent to a blocking thread.
+    watchdog: Option<Watchdog>,
+    workspace: Option<WorkspaceTracker>,
+    run_log: Option<RunLog>,
+    /// The person's message, until the first model turn is logged.
+    pending_user: Option<String>,
 }
 
 impl Agent {
@@ -64,6 +98,7 @@ impl Agent {
         runtime: Arc<Runtime>,
         system_prompt: String,
     ) -> Self {
+        let workspace = WorkspaceTracker::new(runtime.workspace.clone());
         Agent {
             client,
             registry,
@@ -73,7 +108,23 @@ impl Agent {
             }],
             extra_body: Map::new(),
             usage: Usage::default(),
+            watchdog: Some(default_watchdog()),
+            workspace: Some(workspace),
+            run_log: None,
+            pending_user: None,
         }
+    }
+
+    /// Replaces the watchdog (e.g. one built from the person's script).
+    pub fn with_watchdog(mut self, watchdog: Watchdog) -> Self {
+        self.watchdog = Some(watchdog);
+        self
+    }
+
+    /// Appends every model turn to `log`, in the replay format.
+    pub fn with_run_log(mut self, log: RunLog) -> Self {
+        self.run_log = Some(log);
+        self
     }
 
     pub fn history(&self) -> &[Message] {
@@ -84,9 +135,29 @@ impl Agent {
         &self.registry
     }
 
+    /// Swaps the tool set (after a script reload).
+    pub fn set_registry(&mut self, registry: Arc<Registry>) {
+        self.registry = registry;
+    }
+
+    /// Replaces the system prompt (after a script reload).
+    pub fn set_system_prompt(&mut self, prompt: String) {
+        if let Some(Message::System { content }) = self.history.first_mut() {
+            *content = prompt;
+        }
+    }
+
     /// Token usage summed over every response so far.
     pub fn usage(&self) -> Usage {
         self.usage
+    }
+
+    /// Turns used and the limit of the current user turn.
+    pub fn budget(&self) -> (u32, u32) {
+        self.watchdog
+            .as_ref()
+            .map(Watchdog::budget)
+            .unwrap_or((0, 0))
     }
 
     /// Runs one turn for `input` until the model stops asking for tools,
@@ -98,114 +169,400 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
         self.history.push(Message::user(input));
+        self.pending_user = Some(input.to_string());
+        let workspace = self.workspace_id(None).await;
+        if let Some(w) = self.watchdog.as_mut() {
+            w.begin_user_turn(workspace);
+        }
+        self.drive(sink, cancel).await
+    }
+
+    /// Continues after the watchdog stopped a turn, with a fresh budget.
+    pub async fn continue_turn(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        if let Some(w) = self.watchdog.as_mut() {
+            w.resume();
+        }
+        self.drive(sink, cancel).await
+    }
+
+    async fn drive(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
         loop {
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
             }
-            let body = wire::request_body(
-                &self.client.config().model,
-                &self.history,
-                &self.registry.to_openai_json(),
-                &self.extra_body,
-            );
-            let mut partial = String::new();
-            let result = {
-                let mut on_piece = |piece: Piece| match piece {
-                    Piece::Text(t) => {
-                        partial.push_str(&t);
-                        sink.emit(Event::TextDelta(t));
-                    }
-                    Piece::Reasoning(r) => sink.emit(Event::ReasoningDelta(r)),
+            let response = match self.ask(sink, cancel, true).await? {
+                Some(response) => response,
+                None => return Ok(TurnOutcome::Cancelled),
+            };
+            let calls = response.tool_calls.clone();
+            if calls.is_empty() {
+                let record = TurnRecord {
+                    user: self.pending_user.take(),
+                    text: response.content.clone(),
+                    calls: Vec::new(),
                 };
-                let mut on_notice = |n: String| sink.emit(Event::Notice(n));
-                self.client
-                    .complete(&body, &mut on_piece, &mut on_notice, cancel)
-                    .await
-            };
-            let response = match result {
-                Ok(response) => response,
-                Err(ApiError::Cancelled) => {
-                    // Keep what was already shown, so nothing is lost.
-                    if !partial.is_empty() {
-                        self.history.push(Message::Assistant {
-                            content: Some(partial),
-                            tool_calls: Vec::new(),
-                            reasoning: None,
-                        });
+                let verdict = self.judge(record).await;
+                if response.content.trim().is_empty() {
+                    // An empty answer ends nothing: the watchdog decides.
+                    match self.apply_verdict(&verdict, sink) {
+                        Some(outcome) => return Ok(outcome),
+                        None => continue,
                     }
-                    return Ok(TurnOutcome::Cancelled);
                 }
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(usage) = response.usage {
-                self.usage.add(usage);
-                sink.emit(Event::Usage(usage));
-            }
-            let has_tool_calls = !response.tool_calls.is_empty();
-            sink.emit(Event::AssistantMessage {
-                text: response.content.clone(),
-                has_tool_calls,
-            });
-            if response.finish_reason.as_deref() == Some("length") {
-                sink.emit(Event::Notice(LENGTH_NOTICE.to_string()));
-            }
-            self.history.push(Message::Assistant {
-                content: (!response.content.is_empty()).then(|| response.content.clone()),
-                tool_calls: response.tool_calls.clone(),
-                reasoning: (!response.reasoning.is_empty()).then(|| response.reasoning.clone()),
-            });
-            if !has_tool_calls {
                 return Ok(TurnOutcome::Done {
                     text: response.content,
                     finish_reason: response.finish_reason,
                 });
             }
-            for call in &response.tool_calls {
-                let output = if cancel.is_cancelled() {
-                    ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED)
-                } else {
-                    let input = serde_json::from_str::<Value>(&call.arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-                    sink.emit(Event::ToolCall {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        input,
-                    });
-                    let ctx = ToolContext {
-                        runtime: self.runtime.clone(),
-                        cancel: cancel.clone(),
-                        call_id: call.id.clone(),
-                    };
-                    let dispatch = self.registry.dispatch(call, ctx);
-                    tokio::pin!(dispatch);
-                    tokio::select! {
-                        biased;
-                        output = &mut dispatch => output,
-                        () = cancel.cancelled() => {
-                            // The tool sees the same token; give it a moment to
-                            // stop on its own and return its partial output.
-                            tokio::time::timeout(CANCEL_GRACE, &mut dispatch)
-                                .await
-                                .unwrap_or_else(|_| ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED))
-                        }
-                    }
-                };
-                sink.emit(Event::ToolResult {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    output: output.clone(),
-                });
-                self.history.push(Message::Tool {
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: output.text,
-                    status: output.status,
-                    exit_code: output.exit_code,
-                });
-            }
+            let records = self.run_calls(&calls, sink, cancel).await;
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
             }
+            let record = TurnRecord {
+                user: self.pending_user.take(),
+                text: response.content.clone(),
+                calls: records,
+            };
+            let verdict = self.judge(record).await;
+            if let Some(outcome) = self.apply_verdict(&verdict, sink) {
+                if let TurnOutcome::Stopped { reason, .. } = &outcome
+                    && verdict.summarise
+                {
+                    let summary = self.summarise(sink, cancel).await?;
+                    return Ok(TurnOutcome::Stopped {
+                        reason: reason.clone(),
+                        summary,
+                    });
+                }
+                return Ok(outcome);
+            }
         }
+    }
+
+    /// One request; returns `None` when cancelled. Partial text already
+    /// shown is kept in the history, so nothing is lost.
+    async fn ask(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+        with_tools: bool,
+    ) -> Result<Option<ModelResponse>, TurnError> {
+        let tools = if with_tools {
+            self.registry.to_openai_json()
+        } else {
+            Value::Array(Vec::new())
+        };
+        let body = wire::request_body(
+            &self.client.config().model,
+            &self.history,
+            &tools,
+            &self.extra_body,
+        );
+        let mut partial = String::new();
+        let result = {
+            let mut on_piece = |piece: Piece| match piece {
+                Piece::Text(t) => {
+                    partial.push_str(&t);
+                    sink.emit(Event::TextDelta(t));
+                }
+                Piece::Reasoning(r) => sink.emit(Event::ReasoningDelta(r)),
+            };
+            let mut on_notice = |n: String| sink.emit(Event::Notice(n));
+            self.client
+                .complete(&body, &mut on_piece, &mut on_notice, cancel)
+                .await
+        };
+        let response = match result {
+            Ok(response) => response,
+            Err(ApiError::Cancelled) => {
+                if !partial.is_empty() {
+                    self.history.push(Message::Assistant {
+                        content: Some(partial),
+                        tool_calls: Vec::new(),
+                        reasoning: None,
+                    });
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(usage) = response.usage {
+            self.usage.add(usage);
+            sink.emit(Event::Usage(usage));
+        }
+        sink.emit(Event::AssistantMessage {
+            text: response.content.clone(),
+            has_tool_calls: !response.tool_calls.is_empty(),
+        });
+        if response.finish_reason.as_deref() == Some("length") {
+            sink.emit(Event::Notice(LENGTH_NOTICE.to_string()));
+        }
+        self.history.push(Message::Assistant {
+            content: (!response.content.is_empty()).then(|| response.content.clone()),
+            tool_calls: response.tool_calls.clone(),
+            reasoning: (!response.reasoning.is_empty()).then(|| response.reasoning.clone()),
+        });
+        Ok(Some(response))
+    }
+
+    /// Runs the calls of one response in order; identical repeats inside
+    /// the response are answered without running. Every call gets exactly
+    /// one `tool` message.
+    async fn run_calls(
+        &mut self,
+        calls: &[ToolCall],
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Vec<CallRecord> {
+        let mut records = Vec::with_capacity(calls.len());
+        let mut first_ids: Vec<(String, String, ToolOutput)> = Vec::new();
+        for call in calls {
+            let input = serde_json::from_str::<Value>(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            let key = action_key(&call.name, &input);
+            let duplicate = first_ids.iter().find(|(k, ..)| *k == key).cloned();
+            let output = if cancel.is_cancelled() {
+                ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED)
+            } else if let Some((_, first_id, first)) = &duplicate {
+                ToolOutput {
+                    text: duplicate_call(first_id),
+                    ..first.clone()
+                }
+            } else {
+                sink.emit(Event::ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: input.clone(),
+                });
+                self.dispatch(call, cancel).await
+            };
+            if duplicate.is_none() && output.error_kind != Some(ErrorKind::Cancelled) {
+                first_ids.push((key, call.id.clone(), output.clone()));
+            }
+            sink.emit(Event::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                output: output.clone(),
+            });
+            let is_write = self
+                .watchdog
+                .as_ref()
+                .is_some_and(|w| w.settings().write_tools.iter().any(|t| *t == call.name));
+            let changes_files = is_write
+                || call.name == "run_shell"
+                || self
+                    .registry
+                    .get(&call.name)
+                    .is_some_and(|t| t.origin() == crate::tools::ToolOrigin::Script);
+            let workspace = if changes_files && duplicate.is_none() {
+                let path = is_write
+                    .then(|| {
+                        input
+                            .get("path")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    })
+                    .flatten();
+                self.workspace_id(path).await
+            } else {
+                self.workspace.as_mut().map(|w| w.current())
+            };
+            records.push(CallRecord {
+                name: call.name.clone(),
+                input,
+                status: output.status,
+                output: output.text.clone(),
+                exit_code: output.exit_code,
+                error_kind: output.error_kind,
+                workspace,
+            });
+            self.history.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: output.text,
+                status: output.status,
+                exit_code: output.exit_code,
+            });
+        }
+        records
+    }
+
+    async fn dispatch(&self, call: &ToolCall, cancel: &CancellationToken) -> ToolOutput {
+        let ctx = ToolContext {
+            runtime: self.runtime.clone(),
+            cancel: cancel.clone(),
+            call_id: call.id.clone(),
+        };
+        let dispatch = self.registry.dispatch(call, ctx);
+        tokio::pin!(dispatch);
+        tokio::select! {
+            biased;
+            output = &mut dispatch => output,
+            () = cancel.cancelled() => {
+                // The tool sees the same token; give it a moment to stop on
+                // its own and return its partial output.
+                tokio::time::timeout(CANCEL_GRACE, &mut dispatch)
+                    .await
+                    .unwrap_or_else(|_| ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED))
+            }
+        }
+    }
+
+    /// The workspace identifier after a call (on a blocking thread: it may
+    /// hash files and run git).
+    async fn workspace_id(&mut self, path: Option<String>) -> Option<String> {
+        let mut tracker = self.workspace.take()?;
+        let result = tokio::task::spawn_blocking(move || {
+            let id = tracker.after_call(path.as_deref());
+            (tracker, id)
+        })
+        .await;
+        match result {
+            Ok((tracker, id)) => {
+                self.workspace = Some(tracker);
+                Some(id)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Logs a turn and asks the watchdog (on a blocking thread: its rules
+    /// are script calls).
+    async fn judge(&mut self, record: TurnRecord) -> Verdict {
+        if let Some(log) = self.run_log.as_mut()
+            && let Err(e) = log.append(&record)
+        {
+            let path = log.path().display().to_string();
+            self.run_log = None;
+            // Reported once; the run goes on without a log.
+            eprintln!("note: cannot write the run log {path}: {e}");
+        }
+        let mut watchdog = self.watchdog.take().unwrap_or_else(default_watchdog);
+        let (watchdog, verdict) = match tokio::task::spawn_blocking(move || {
+            let v = watchdog.observe(&record);
+            (watchdog, v)
+        })
+        .await
+        {
+            Ok(pair) => pair,
+            Err(_) => (default_watchdog(), continue_verdict()),
+        };
+        self.watchdog = Some(watchdog);
+        verdict
+    }
+
+    /// Acts on a verdict. Returns an outcome when the turn must end.
+    fn apply_verdict(&mut self, verdict: &Verdict, sink: &dyn EventSink) -> Option<TurnOutcome> {
+        match verdict.kind {
+            VerdictKind::Continue => None,
+            VerdictKind::Notice => {
+                // Appended to the last tool result: the model reads it with
+                // that output, and it never poses as the person.
+                if let Some(Message::Tool { content, .. }) = self.history.last_mut() {
+                    content.push_str("\n\n");
+                    content.push_str(&verdict.reason);
+                }
+                sink.emit(Event::Watchdog {
+                    verdict: "notice".into(),
+                    reason: verdict.reason.clone(),
+                });
+                None
+            }
+            VerdictKind::Repair => {
+                sink.emit(Event::Watchdog {
+                    verdict: "repair".into(),
+                    reason: verdict.reason.clone(),
+                });
+                self.history.push(Message::User {
+                    content: verdict.repair_text.clone().unwrap_or_default(),
+                    source: UserSource::Watchdog,
+                });
+                None
+            }
+            VerdictKind::Stop => {
+                sink.emit(Event::Watchdog {
+                    verdict: "stop".into(),
+                    reason: verdict.reason.clone(),
+                });
+                Some(TurnOutcome::Stopped {
+                    reason: verdict.reason.clone(),
+                    summary: None,
+                })
+            }
+        }
+    }
+
+    /// The last, tool-less turn when the budget ran out.
+    async fn summarise(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Option<String>, TurnError> {
+        self.history.push(Message::User {
+            content: SUMMARISE_PROMPT.to_string(),
+            source: UserSource::Watchdog,
+        });
+        let response = self.ask(sink, cancel, false).await?;
+        // A model that asks for tools anyway gets each call answered.
+        if let Some(r) = &response {
+            for call in &r.tool_calls {
+                self.history.push(Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: "Not run: tools are off for this last answer.".into(),
+                    status: ToolStatus::Failed,
+                    exit_code: None,
+                });
+            }
+        }
+        Ok(response.map(|r| r.content).filter(|t| !t.trim().is_empty()))
+    }
+}
+
+/// The watchdog with the built-in `watchdog.rhai`.
+pub fn default_watchdog() -> Watchdog {
+    let source = crate::script::DEFAULTS
+        .iter()
+        .find(|(n, _)| *n == crate::script::WATCHDOG)
+        .map(|(_, s)| s.to_string())
+        .unwrap_or_default();
+    match crate::script::compile(
+        crate::script::WATCHDOG,
+        source,
+        crate::script::Origin::Default,
+    ) {
+        Ok(script) => watchdog_from_script(Arc::new(script)).0,
+        Err(_) => Watchdog::new(
+            Settings::default(),
+            Box::new(crate::watchdog::rules::FallbackRules),
+        ),
+    }
+}
+
+/// A watchdog from a loaded `watchdog.rhai`, with any warnings.
+pub fn watchdog_from_script(script: Arc<crate::script::Script>) -> (Watchdog, Vec<String>) {
+    let mut rules = crate::watchdog::rules::ScriptRules::new(script);
+    let settings = rules.settings();
+    let warnings = std::mem::take(&mut rules.warnings);
+    (Watchdog::new(settings, Box::new(rules)), warnings)
+}
+
+fn continue_verdict() -> Verdict {
+    Verdict {
+        kind: VerdictKind::Continue,
+        reason: String::new(),
+        used: 0,
+        limit: 0,
+        stop: None,
+        repair_text: None,
+        summarise: false,
     }
 }

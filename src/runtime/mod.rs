@@ -91,7 +91,12 @@ impl Runtime {
     /// limits. `timeout` is what the caller asked for; it is clamped to
     /// [`Limits::max_shell_timeout`] and defaults to
     /// [`Limits::shell_timeout`].
-    pub fn command_spec(&self, command: &str, timeout: Option<Duration>, label: &str) -> process::CommandSpec {
+    pub fn command_spec(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+        label: &str,
+    ) -> process::CommandSpec {
         let timeout = self.shell_timeout(timeout);
         process::CommandSpec {
             command: command.to_string(),
@@ -109,7 +114,9 @@ impl Runtime {
     /// The wall-clock limit for a command that asked for `asked`: capped at
     /// the maximum, the default when nothing was asked.
     pub fn shell_timeout(&self, asked: Option<Duration>) -> Duration {
-        asked.unwrap_or(self.limits.shell_timeout).min(self.limits.max_shell_timeout)
+        asked
+            .unwrap_or(self.limits.shell_timeout)
+            .min(self.limits.max_shell_timeout)
     }
 
     /// Runs a shell command: the one entry point for the `run_shell` tool
@@ -135,9 +142,19 @@ pub fn sanitize_label(label: &str) -> String {
     let clean: String = label
         .chars()
         .take(MAX_LABEL_LEN)
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    if clean.chars().all(|c| c == '_') { "call".to_string() } else { clean }
+    if clean.chars().all(|c| c == '_') {
+        "call".to_string()
+    } else {
+        clean
+    }
 }
 
 #[cfg(test)]
@@ -148,8 +165,14 @@ mod tests {
     fn timeouts_are_clamped_and_labels_sanitized() {
         let rt = Runtime::new(PathBuf::from("/w"), PathBuf::from("/s"), Vec::new());
         assert_eq!(rt.shell_timeout(None), DEFAULT_SHELL_TIMEOUT);
-        assert_eq!(rt.shell_timeout(Some(Duration::from_secs(30))), Duration::from_secs(30));
-        assert_eq!(rt.shell_timeout(Some(Duration::from_secs(10_000))), MAX_SHELL_TIMEOUT);
+        assert_eq!(
+            rt.shell_timeout(Some(Duration::from_secs(30))),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            rt.shell_timeout(Some(Duration::from_secs(10_000))),
+            MAX_SHELL_TIMEOUT
+        );
         assert_eq!(sanitize_label("call_ab-12"), "call_ab-12");
         assert_eq!(sanitize_label("../../etc/x"), "______etc_x");
         assert_eq!(sanitize_label("///"), "call");
@@ -158,8 +181,15 @@ mod tests {
 
     #[test]
     fn secrets_are_scrubbed_from_the_child_environment() {
-        let env = [("PATH", "/bin"), ("AGENT_API_KEY", "k"), ("GITHUB_TOKEN", "t"), ("db_password", "p"), ("AWS_SECRET_ACCESS_KEY", "s"), ("HOME", "/h")]
-            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let env = [
+            ("PATH", "/bin"),
+            ("AGENT_API_KEY", "k"),
+            ("GITHUB_TOKEN", "t"),
+            ("db_password", "p"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("HOME", "/h"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
         let rt = Runtime::new(PathBuf::from("/w"), PathBuf::from("/s"), env);
         let names: Vec<&str> = rt.child_env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME"]);

@@ -38,7 +38,9 @@ pub fn register(engine: &mut Engine) {
         .register_into_engine(engine, |cmd: &str| shell(cmd, None));
     FuncRegistration::new("shell")
         .with_volatility(true)
-        .register_into_engine(engine, |cmd: &str, opts: Map| shell(cmd, timeout_of(&opts)?));
+        .register_into_engine(engine, |cmd: &str, opts: Map| {
+            shell(cmd, timeout_of(&opts)?)
+        });
     FuncRegistration::new("read_file")
         .with_volatility(true)
         .register_into_engine(engine, read_file);
@@ -87,9 +89,17 @@ fn timeout_of(opts: &Map) -> Res<Option<Duration>> {
                 .as_int()
                 .map(|i| i as f64)
                 .or_else(|_| v.as_float())
-                .map_err(|_| format!("shell: `timeout` must be a number of seconds, not {}", v.type_name()))?;
+                .map_err(|_| {
+                    format!(
+                        "shell: `timeout` must be a number of seconds, not {}",
+                        v.type_name()
+                    )
+                })?;
             if !(secs > 0.0 && secs.is_finite()) {
-                return Err(format!("shell: `timeout` must be a positive number of seconds, not {secs}").into());
+                return Err(format!(
+                    "shell: `timeout` must be a positive number of seconds, not {secs}"
+                )
+                .into());
             }
             Ok(Some(Duration::from_secs_f64(secs)))
         }
@@ -102,7 +112,11 @@ fn timeout_of(opts: &Map) -> Res<Option<Duration>> {
 fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let (runtime, handle, cancel) = call_context()?;
-    let label = format!("script-{}-{}", std::process::id(), CALLS.fetch_add(1, Ordering::Relaxed));
+    let label = format!(
+        "script-{}-{}",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    );
     let started = Instant::now();
     let outcome = handle.block_on(runtime.run_command(cmd, timeout, &label, &cancel));
     credit_host_time(started.elapsed());
@@ -110,13 +124,20 @@ fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
     let mut map = Map::new();
     map.insert(
         "exit_code".into(),
-        outcome.exit_code.map(|c| Dynamic::from_int(c.into())).unwrap_or(Dynamic::UNIT),
+        outcome
+            .exit_code
+            .map(|c| Dynamic::from_int(c.into()))
+            .unwrap_or(Dynamic::UNIT),
     );
     map.insert("stdout".into(), outcome.stdout.text.into());
     map.insert("stderr".into(), outcome.stderr.text.into());
     map.insert(
         "timed_out".into(),
-        matches!(outcome.ended, process::Ended::TimedOut | process::Ended::Inactive).into(),
+        matches!(
+            outcome.ended,
+            process::Ended::TimedOut | process::Ended::Inactive
+        )
+        .into(),
     );
     Ok(map)
 }
@@ -195,7 +216,8 @@ fn cwd() -> Res<String> {
 fn now_fmt(fmt: &str) -> Res<String> {
     use std::fmt::Write;
     let mut out = String::new();
-    write!(out, "{}", chrono::Local::now().format(fmt)).map_err(|_| format!("now: invalid time format {fmt:?}"))?;
+    write!(out, "{}", chrono::Local::now().format(fmt))
+        .map_err(|_| format!("now: invalid time format {fmt:?}"))?;
     Ok(out)
 }
 

@@ -112,7 +112,8 @@ impl Drop for CallGuard {
 
 /// The runtime, tokio handle and cancel token of the current call, for host
 /// functions. Errors when called outside a call (e.g. at load time).
-pub fn call_context() -> Result<(Arc<Runtime>, tokio::runtime::Handle, CancellationToken), Box<EvalAltResult>> {
+pub fn call_context()
+-> Result<(Arc<Runtime>, tokio::runtime::Handle, CancellationToken), Box<EvalAltResult>> {
     CALL.with(|c| {
         let state = c.borrow();
         match state.as_ref() {
@@ -122,7 +123,10 @@ pub fn call_context() -> Result<(Arc<Runtime>, tokio::runtime::Handle, Cancellat
                 cancel,
                 ..
             }) => Ok((rt.clone(), h.clone(), cancel.clone())),
-            _ => Err("this function can only be used inside a tool handler, not while the script loads".into()),
+            _ => Err(
+                "this function can only be used inside a tool handler, not while the script loads"
+                    .into(),
+            ),
         }
     })
 }
@@ -161,7 +165,8 @@ pub fn engine() -> &'static Engine {
 fn build_engine() -> Engine {
     static STD: OnceLock<StandardPackage> = OnceLock::new();
     let mut engine = Engine::new_raw();
-    STD.get_or_init(StandardPackage::new).register_into_engine(&mut engine);
+    STD.get_or_init(StandardPackage::new)
+        .register_into_engine(&mut engine);
     engine.set_max_strings_interned(1024);
     engine
         .set_max_operations(MAX_OPERATIONS)
@@ -189,8 +194,12 @@ fn build_engine() -> Engine {
 /// Whether an error is our deadline or cancel marker, and which.
 pub fn termination_kind(err: &EvalAltResult) -> Option<&'static str> {
     match err.unwrap_inner() {
-        EvalAltResult::ErrorTerminated(token, _) if token.is::<DeadlineExceeded>() => Some("timeout"),
-        EvalAltResult::ErrorTerminated(token, _) if token.is::<CallCancelled>() => Some("cancelled"),
+        EvalAltResult::ErrorTerminated(token, _) if token.is::<DeadlineExceeded>() => {
+            Some("timeout")
+        }
+        EvalAltResult::ErrorTerminated(token, _) if token.is::<CallCancelled>() => {
+            Some("cancelled")
+        }
         _ => None,
     }
 }

@@ -46,7 +46,11 @@ pub fn runtime_error(file: &str, source: &str, err: &EvalAltResult) -> ScriptErr
             _ => break,
         }
     }
-    let position = if inner.position().is_none() { err.position() } else { inner.position() };
+    let position = if inner.position().is_none() {
+        err.position()
+    } else {
+        inner.position()
+    };
     let mut summary = strip_position(&inner.to_string());
     if let Some(EvalAltResult::ErrorRuntime(value, _)) = Some(inner)
         && value.is_string()
@@ -56,7 +60,8 @@ pub fn runtime_error(file: &str, source: &str, err: &EvalAltResult) -> ScriptErr
     let mut out = render(file, source, &summary, position);
     for (name, pos) in chain.iter().filter(|(n, _)| !n.starts_with("anon$")) {
         if let Some(line) = pos.line() {
-            out.rendered.push_str(&format!("   = in a call to `{name}` at {file}:{line}\n"));
+            out.rendered
+                .push_str(&format!("   = in a call to `{name}` at {file}:{line}\n"));
         }
     }
     out
@@ -76,7 +81,11 @@ fn render(file: &str, source: &str, summary: &str, pos: Position) -> ScriptError
         (Some(line), col) => {
             let col = col.unwrap_or(1);
             rendered.push_str(&format!(" --> {file}:{line}:{col}\n"));
-            let text = source.split('\n').nth(line - 1).unwrap_or("").trim_end_matches('\r');
+            let text = source
+                .split('\n')
+                .nth(line - 1)
+                .unwrap_or("")
+                .trim_end_matches('\r');
             let width = line.to_string().len();
             rendered.push_str(&format!("{:width$} |\n", ""));
             rendered.push_str(&format!("{line} | {text}\n"));
@@ -125,6 +134,10 @@ mod tests {
         let e = runtime_error("w.rhai", source, &err);
         assert!(e.rendered.contains("w.rhai:2:7"), "{}", e.rendered);
         assert!(e.rendered.contains("no_such_method"), "{}", e.rendered);
-        assert!(e.rendered.contains("in a call to `inner`"), "{}", e.rendered);
+        assert!(
+            e.rendered.contains("in a call to `inner`"),
+            "{}",
+            e.rendered
+        );
     }
 }

@@ -94,7 +94,13 @@ impl Script {
     pub fn call_hook(&self, name: &str, args: Vec<Dynamic>) -> Result<Dynamic, ScriptError> {
         let _guard = CallGuard::enter(SCRIPT_CALL_BUDGET, CancellationToken::new(), None, None);
         engine()
-            .call_fn_with_options::<Dynamic>(CallFnOptions::new().eval_ast(false), &mut Scope::new(), &self.ast, name, args)
+            .call_fn_with_options::<Dynamic>(
+                CallFnOptions::new().eval_ast(false),
+                &mut Scope::new(),
+                &self.ast,
+                name,
+                args,
+            )
             .map_err(|e| error::runtime_error(&self.display_path(), &self.source, &e))
     }
 }
@@ -192,10 +198,17 @@ impl LoadNote {
     pub fn message(&self) -> String {
         match self {
             LoadNote::Loaded { name, path } => format!("loaded {name} from {}", path.display()),
-            LoadNote::Failed { error, fallback, .. } => {
-                format!("{}   = note: {fallback}; fix the file and run `agent check`", error.rendered)
+            LoadNote::Failed {
+                error, fallback, ..
+            } => {
+                format!(
+                    "{}   = note: {fallback}; fix the file and run `agent check`",
+                    error.rendered
+                )
             }
-            LoadNote::Reverted { name } => format!("{name} was removed from the config dir; using the built-in default"),
+            LoadNote::Reverted { name } => {
+                format!("{name} was removed from the config dir; using the built-in default")
+            }
         }
     }
 }
@@ -316,7 +329,11 @@ pub fn prompt_context_map(ctx: &PromptContext) -> Dynamic {
 
 /// Loads one script. With `current` (a reload), a failing user file keeps
 /// `current`; without it (startup), it falls back to the default.
-fn load_one(name: &'static str, config_dir: &Path, current: Option<Arc<Script>>) -> (Option<Script>, Option<LoadNote>) {
+fn load_one(
+    name: &'static str,
+    config_dir: &Path,
+    current: Option<Arc<Script>>,
+) -> (Option<Script>, Option<LoadNote>) {
     let path = config_dir.join(name);
     let source = match std::fs::read(&path) {
         Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
@@ -331,9 +348,14 @@ fn load_one(name: &'static str, config_dir: &Path, current: Option<Arc<Script>>)
     };
     match source {
         None => {
-            let was_user = current.as_ref().is_some_and(|c| matches!(c.origin, Origin::User(_)));
+            let was_user = current
+                .as_ref()
+                .is_some_and(|c| matches!(c.origin, Origin::User(_)));
             match load_default(name) {
-                Ok(script) => (Some(script), was_user.then_some(LoadNote::Reverted { name })),
+                Ok(script) => (
+                    Some(script),
+                    was_user.then_some(LoadNote::Reverted { name }),
+                ),
                 Err(error) => (
                     None,
                     Some(LoadNote::Failed {
@@ -351,7 +373,11 @@ fn load_one(name: &'static str, config_dir: &Path, current: Option<Arc<Script>>)
     }
 }
 
-fn fallback(name: &'static str, error: ScriptError, current: Option<Arc<Script>>) -> (Option<Script>, Option<LoadNote>) {
+fn fallback(
+    name: &'static str,
+    error: ScriptError,
+    current: Option<Arc<Script>>,
+) -> (Option<Script>, Option<LoadNote>) {
     if current.is_some() {
         // Reload: keep the last good version (returning None leaves it).
         return (
@@ -418,7 +444,10 @@ pub fn check(config_dir: &Path) -> Vec<CheckResult> {
         .map(|(name, default)| {
             let path = config_dir.join(name);
             let (source, origin) = match std::fs::read(&path) {
-                Ok(bytes) => (String::from_utf8_lossy(&bytes).into_owned(), Origin::User(path.clone())),
+                Ok(bytes) => (
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                    Origin::User(path.clone()),
+                ),
                 Err(_) => (default.to_string(), Origin::Default),
             };
             let display = match &origin {
@@ -465,7 +494,10 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
             };
             let value = script.call_hook("system_prompt", vec![prompt_context_map(&ctx)])?;
             expect("system_prompt(ctx)", &value, value.is_string())?;
-            Ok(format!("system_prompt(ctx) returned {} characters", value.to_string().len()))
+            Ok(format!(
+                "system_prompt(ctx) returned {} characters",
+                value.to_string().len()
+            ))
         }
         TOOLS => {
             let defs = tools::definitions(script).map_err(|m| ScriptError {
@@ -511,7 +543,11 @@ mod tests {
                     assert!(script.has_fn("repair_prompt", 1));
                 }
                 TOOLS => {
-                    let names: Vec<String> = tools::definitions(&script).unwrap().into_iter().map(|d| d.spec.name).collect();
+                    let names: Vec<String> = tools::definitions(&script)
+                        .unwrap()
+                        .into_iter()
+                        .map(|d| d.spec.name)
+                        .collect();
                     assert_eq!(names, ["current_time", "git_status"]);
                 }
                 _ => {}
@@ -533,7 +569,10 @@ mod tests {
             project_instructions: Some("Always run cargo fmt.".into()),
         };
         let prompt = host.system_prompt(&ctx).unwrap();
-        assert!(prompt.contains("/work/x") && prompt.contains("2026-12-02"), "{prompt}");
+        assert!(
+            prompt.contains("/work/x") && prompt.contains("2026-12-02"),
+            "{prompt}"
+        );
         assert!(prompt.contains("run_shell"), "{prompt}");
         assert!(prompt.ends_with("Always run cargo fmt."), "{prompt}");
     }
@@ -544,19 +583,40 @@ mod tests {
         let path = dir.path().join(PROMPT);
         std::fs::write(&path, "fn system_prompt(ctx) {\n  \"mine\"\n}\n").unwrap();
         let (mut host, notes) = ScriptHost::load(dir.path());
-        assert!(matches!(notes.as_slice(), [LoadNote::Loaded { .. }]), "{notes:?}");
-        assert_eq!(host.system_prompt(&PromptContext::default()).unwrap(), "mine");
+        assert!(
+            matches!(notes.as_slice(), [LoadNote::Loaded { .. }]),
+            "{notes:?}"
+        );
+        assert_eq!(
+            host.system_prompt(&PromptContext::default()).unwrap(),
+            "mine"
+        );
 
         std::fs::write(&path, "fn system_prompt(ctx) {\n  \"oops\n}\n").unwrap();
         let notes = host.reload(true);
         let message = notes.iter().map(LoadNote::message).collect::<String>();
         assert!(message.contains("prompt.rhai:2:"), "{message}");
-        assert!(message.contains("keeping the last good version"), "{message}");
-        assert_eq!(host.system_prompt(&PromptContext::default()).unwrap(), "mine");
+        assert!(
+            message.contains("keeping the last good version"),
+            "{message}"
+        );
+        assert_eq!(
+            host.system_prompt(&PromptContext::default()).unwrap(),
+            "mine"
+        );
 
         let (fresh, notes) = ScriptHost::load(dir.path());
-        assert!(notes[0].message().contains("using the built-in default prompt.rhai"));
-        assert!(fresh.system_prompt(&PromptContext::default()).unwrap().contains("coding agent"));
+        assert!(
+            notes[0]
+                .message()
+                .contains("using the built-in default prompt.rhai")
+        );
+        assert!(
+            fresh
+                .system_prompt(&PromptContext::default())
+                .unwrap()
+                .contains("coding agent")
+        );
     }
 
     #[test]
@@ -568,7 +628,9 @@ mod tests {
         )
         .unwrap();
         let started = std::time::Instant::now();
-        let err = script.call_hook("system_prompt", vec![Dynamic::UNIT]).unwrap_err();
+        let err = script
+            .call_hook("system_prompt", vec![Dynamic::UNIT])
+            .unwrap_err();
         assert!(started.elapsed() < std::time::Duration::from_secs(3));
         assert!(err.summary.contains("was stopped"), "{}", err.summary);
     }
@@ -588,8 +650,15 @@ mod tests {
         std::fs::write(dir.path().join(TOOLS), "// mine\n[]").unwrap();
         let second = init(dir.path(), false).unwrap();
         assert!(second.iter().all(|(_, w)| !*w));
-        assert_eq!(std::fs::read_to_string(dir.path().join(TOOLS)).unwrap(), "// mine\n[]");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(TOOLS)).unwrap(),
+            "// mine\n[]"
+        );
         init(dir.path(), true).unwrap();
-        assert!(std::fs::read_to_string(dir.path().join(TOOLS)).unwrap().contains("current_time"));
+        assert!(
+            std::fs::read_to_string(dir.path().join(TOOLS))
+                .unwrap()
+                .contains("current_time")
+        );
     }
 }

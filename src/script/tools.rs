@@ -41,35 +41,61 @@ pub fn definitions(script: &Script) -> Result<Vec<ToolDef>, String> {
         let entry = entry.flatten();
         let at = format!("{} entry {}", script.name, i + 1);
         let Some(map) = entry.try_cast::<Map>() else {
-            return Err(format!("{at}: each tool must be a map #{{ name, description, parameters, handler }}"));
+            return Err(format!(
+                "{at}: each tool must be a map #{{ name, description, parameters, handler }}"
+            ));
         };
         let text = |key: &str| -> Result<String, String> {
             match map.get(key) {
                 Some(v) if v.is_string() => Ok(v.to_string()),
-                Some(v) => Err(format!("{at}: `{key}` must be a string, not {}", v.type_name())),
+                Some(v) => Err(format!(
+                    "{at}: `{key}` must be a string, not {}",
+                    v.type_name()
+                )),
                 None => Err(format!("{at}: `{key}` is missing")),
             }
         };
         let name = text("name")?;
         let at = format!("{at} (`{name}`)");
-        if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(format!("{at}: the name must be 1-64 letters, digits, `_` or `-`"));
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "{at}: the name must be 1-64 letters, digits, `_` or `-`"
+            ));
         }
         if defs.iter().any(|d| d.spec.name == name) {
-            return Err(format!("{at}: another tool in this file is already named `{name}`"));
+            return Err(format!(
+                "{at}: another tool in this file is already named `{name}`"
+            ));
         }
-        let description = text("description").map_err(|e| e.replace(&format!("{} entry {}", script.name, i + 1), &at))?;
+        let description = text("description")
+            .map_err(|e| e.replace(&format!("{} entry {}", script.name, i + 1), &at))?;
         let parameters = match map.get("parameters") {
             None => serde_json::json!({"type": "object", "properties": {}}),
-            Some(p) => api::to_json(p).map_err(|e| format!("{at}: `parameters` is not plain data (JSON Schema as a map): {e}"))?,
+            Some(p) => api::to_json(p).map_err(|e| {
+                format!("{at}: `parameters` is not plain data (JSON Schema as a map): {e}")
+            })?,
         };
         if parameters.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(format!("{at}: `parameters` must be a JSON Schema with type: \"object\""));
+            return Err(format!(
+                "{at}: `parameters` must be a JSON Schema with type: \"object\""
+            ));
         }
         let handler = match map.get("handler").map(|h| h.flatten_clone()) {
             Some(h) if h.is_fnptr() => h.cast::<FnPtr>(),
-            Some(h) if h.is_string() => FnPtr::new(h.to_string()).map_err(|e| format!("{at}: `handler`: {e}"))?,
-            Some(h) => return Err(format!("{at}: `handler` must be a closure like |args| ..., not {}", h.type_name())),
+            Some(h) if h.is_string() => {
+                FnPtr::new(h.to_string()).map_err(|e| format!("{at}: `handler`: {e}"))?
+            }
+            Some(h) => {
+                return Err(format!(
+                    "{at}: `handler` must be a closure like |args| ..., not {}",
+                    h.type_name()
+                ));
+            }
             None => return Err(format!("{at}: `handler` is missing")),
         };
         defs.push(ToolDef {
@@ -105,26 +131,54 @@ impl ScriptTool {
     }
 
     /// Runs the handler on the current (blocking) thread.
-    pub fn call_blocking(&self, args: serde_json::Map<String, Value>, ctx: ToolContext, handle: tokio::runtime::Handle) -> ToolOutput {
+    pub fn call_blocking(
+        &self,
+        args: serde_json::Map<String, Value>,
+        ctx: ToolContext,
+        handle: tokio::runtime::Handle,
+    ) -> ToolOutput {
         let name = &self.def.spec.name;
-        let _guard = CallGuard::enter(SCRIPT_CALL_BUDGET, ctx.cancel.clone(), Some(ctx.runtime.clone()), Some(handle));
+        let _guard = CallGuard::enter(
+            SCRIPT_CALL_BUDGET,
+            ctx.cancel.clone(),
+            Some(ctx.runtime.clone()),
+            Some(handle),
+        );
         let args = match rhai::serde::to_dynamic(Value::Object(args)) {
             Ok(a) => a,
-            Err(e) => return ToolOutput::failed(ErrorKind::InvalidArgs, format!("Error: cannot pass the arguments to `{name}`: {e}")),
+            Err(e) => {
+                return ToolOutput::failed(
+                    ErrorKind::InvalidArgs,
+                    format!("Error: cannot pass the arguments to `{name}`: {e}"),
+                );
+            }
         };
-        match self.def.handler.call::<Dynamic>(engine(), &self.script.ast, (args,)) {
+        match self
+            .def
+            .handler
+            .call::<Dynamic>(engine(), &self.script.ast, (args,))
+        {
             Ok(value) => match result_text(value) {
                 Ok(text) => ToolOutput::ok(text),
-                Err(e) => ToolOutput::failed(ErrorKind::Failed, format!("Error: the tool `{name}` returned something that is not text or JSON data: {e}")),
+                Err(e) => ToolOutput::failed(
+                    ErrorKind::Failed,
+                    format!(
+                        "Error: the tool `{name}` returned something that is not text or JSON data: {e}"
+                    ),
+                ),
             },
             Err(err) => {
-                let rendered = error::runtime_error(&self.script.display_path(), &self.script.source, &err);
+                let rendered =
+                    error::runtime_error(&self.script.display_path(), &self.script.source, &err);
                 let kind = match termination_kind(&err) {
                     Some("timeout") => ErrorKind::Timeout,
                     Some(_) => ErrorKind::Cancelled,
                     None => ErrorKind::Failed,
                 };
-                ToolOutput::failed(kind, format!("Error: the tool `{name}` failed: {}", rendered.summary))
+                ToolOutput::failed(
+                    kind,
+                    format!("Error: the tool `{name}` failed: {}", rendered.summary),
+                )
             }
         }
     }
@@ -140,7 +194,9 @@ fn result_text(value: Dynamic) -> Result<String, String> {
     if value.is_string() {
         return Ok(value.to_string());
     }
-    api::to_json(&value).map(|v| v.to_string()).map_err(|e| e.to_string())
+    api::to_json(&value)
+        .map(|v| v.to_string())
+        .map_err(|e| e.to_string())
 }
 
 impl Tool for ScriptTool {
@@ -152,7 +208,11 @@ impl Tool for ScriptTool {
         ToolOrigin::Script
     }
 
-    fn call(&self, args: serde_json::Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+    fn call(
+        &self,
+        args: serde_json::Map<String, Value>,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, ToolOutput> {
         let tool = ScriptTool {
             def: self.def.clone(),
             script: self.script.clone(),
@@ -162,7 +222,12 @@ impl Tool for ScriptTool {
             let name = tool.def.spec.name.clone();
             tokio::task::spawn_blocking(move || tool.call_blocking(args, ctx, handle))
                 .await
-                .unwrap_or_else(|e| ToolOutput::failed(ErrorKind::Failed, format!("Error: the tool `{name}` crashed: {e}")))
+                .unwrap_or_else(|e| {
+                    ToolOutput::failed(
+                        ErrorKind::Failed,
+                        format!("Error: the tool `{name}` crashed: {e}"),
+                    )
+                })
         })
     }
 }

@@ -323,7 +323,13 @@ mod tests {
     #[test]
     fn missing_required_and_wrong_types_are_listed() {
         let args = parse_arguments(r#"{"limit": "ten"}"#).unwrap();
-        assert_eq!(check_arguments(&schema(), &parse_arguments(r#"{"path": "a", "limit": "5"}"#).unwrap()), Ok(()));
+        assert_eq!(
+            check_arguments(
+                &schema(),
+                &parse_arguments(r#"{"path": "a", "limit": "5"}"#).unwrap()
+            ),
+            Ok(())
+        );
         let err = check_arguments(&schema(), &args).unwrap_err();
         assert!(err.contains("missing required field `path`"), "{err}");
         assert!(

@@ -52,7 +52,7 @@ pub fn run(rt: &tokio::runtime::Runtime, agent: &mut Agent, sink: Arc<TextSink>)
         });
         match outcome {
             Ok(TurnOutcome::Done { .. }) => {}
-            Ok(TurnOutcome::Stopped { reason }) => sink.error(&format!("stopped: {reason}")),
+            Ok(TurnOutcome::Stopped { reason, .. }) => sink.error(&format!("stopped: {reason}")),
             Ok(TurnOutcome::Cancelled) => sink.error("interrupted"),
             Err(e) => sink.error(&e.to_string()),
         }

@@ -79,7 +79,10 @@ pub fn shape_key(key: &str) -> String {
 /// The patterns masked before outputs are compared, in order.
 static VOLATILE: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
     [
-        (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
+        (
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+            "<uuid>",
+        ),
         (
             r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?",
             "<time>",
@@ -118,17 +121,33 @@ mod tests {
 
     #[test]
     fn keys_ignore_argument_order() {
-        let a = action_key("x", &json!({"b": 1, "a": {"d": [1, {"z": 0, "y": 1}], "c": 2}}));
-        let b = action_key("x", &json!({"a": {"c": 2, "d": [1, {"y": 1, "z": 0}]}, "b": 1}));
+        let a = action_key(
+            "x",
+            &json!({"b": 1, "a": {"d": [1, {"z": 0, "y": 1}], "c": 2}}),
+        );
+        let b = action_key(
+            "x",
+            &json!({"a": {"c": 2, "d": [1, {"y": 1, "z": 0}]}, "b": 1}),
+        );
         assert_eq!(a, b);
-        assert_eq!(shape_key("run:{\"command\":\"npm test --retry=12\"}"), "run:{\"command\":\"npm test --retry=#\"}");
+        assert_eq!(
+            shape_key("run:{\"command\":\"npm test --retry=12\"}"),
+            "run:{\"command\":\"npm test --retry=#\"}"
+        );
     }
 
     #[test]
     fn volatile_tokens_are_masked_but_counts_stay() {
-        let a = mask_volatile("2026-12-02T10:00:01Z build 12:00:01 took 1.52s pid 4242 at 0x7ffd1234 id 3f2a9c1b7e4d5a6b");
-        let b = mask_volatile("2026-12-03T11:30:59Z build 13:01:02 took 0.9 s pid 17 at 0xdeadbeef id 0011223344556677");
+        let a = mask_volatile(
+            "2026-12-02T10:00:01Z build 12:00:01 took 1.52s pid 4242 at 0x7ffd1234 id 3f2a9c1b7e4d5a6b",
+        );
+        let b = mask_volatile(
+            "2026-12-03T11:30:59Z build 13:01:02 took 0.9 s pid 17 at 0xdeadbeef id 0011223344556677",
+        );
         assert_eq!(a, b);
-        assert_ne!(mask_volatile("3 passed; 1 failed"), mask_volatile("4 passed; 0 failed"));
+        assert_ne!(
+            mask_volatile("3 passed; 1 failed"),
+            mask_volatile("4 passed; 0 failed")
+        );
     }
 }

@@ -104,7 +104,8 @@ impl Settings {
     }
 
     pub fn hard_cap(&self) -> u32 {
-        self.base_budget.saturating_mul(self.hard_cap_multiplier.max(1))
+        self.base_budget
+            .saturating_mul(self.hard_cap_multiplier.max(1))
     }
 }
 
@@ -238,11 +239,13 @@ pub trait Rules: Send {
 /// person when a turn stops.
 pub mod messages {
     pub const REPEATED_ACTION: &str = "the same tool call was repeated with the same result";
-    pub const POLL_REPEATS: &str = "the same waiting command was repeated many times with the same result";
+    pub const POLL_REPEATS: &str =
+        "the same waiting command was repeated many times with the same result";
     pub const CONSECUTIVE_ERRORS: &str = "every tool call failed several turns in a row";
     pub const SAME_ERROR: &str = "the same error came back from calls with different arguments";
     pub const STAGNATION: &str = "several turns passed without any progress";
-    pub const PING_PONG: &str = "the agent is cycling between the same calls with unchanged results";
+    pub const PING_PONG: &str =
+        "the agent is cycling between the same calls with unchanged results";
     pub const COUNTER_ARGS: &str = "calls that differ only by a number keep giving the same result";
     pub const DUPLICATE_CALLS: &str = "one response asked for the same call many times";
     pub const REPEATED_TEXT: &str = "the model keeps writing the same text without making progress";
@@ -353,20 +356,30 @@ impl Watchdog {
         if record.calls.is_empty() && record.text.trim().is_empty() {
             t.empty_responses += 1;
             if on(s.empty_responses) && t.empty_responses >= s.empty_responses {
-                fire("empty_response", messages::EMPTY_RESPONSE, format!("{} empty response(s) in this turn", t.empty_responses));
+                fire(
+                    "empty_response",
+                    messages::EMPTY_RESPONSE,
+                    format!("{} empty response(s) in this turn", t.empty_responses),
+                );
             }
         }
 
         // Duplicates inside this response.
         let mut in_response: HashMap<String, u32> = HashMap::new();
         for call in &record.calls {
-            *in_response.entry(action_key(&call.name, &call.input)).or_default() += 1;
+            *in_response
+                .entry(action_key(&call.name, &call.input))
+                .or_default() += 1;
         }
         if let Some((key, n)) = in_response.iter().max_by_key(|(_, n)| **n)
             && on(s.duplicate_calls)
             && *n >= s.duplicate_calls
         {
-            fire("duplicate_calls", messages::DUPLICATE_CALLS, format!("{} was asked for {n} times in one response", short(key)));
+            fire(
+                "duplicate_calls",
+                messages::DUPLICATE_CALLS,
+                format!("{} was asked for {n} times in one response", short(key)),
+            );
         }
 
         let mut turn_progress = false;
@@ -375,7 +388,11 @@ impl Watchdog {
         let mut counted: HashSet<String> = HashSet::new();
         for call in &record.calls {
             let key = action_key(&call.name, &call.input);
-            let command = call.input.get("command").and_then(Value::as_str).unwrap_or("");
+            let command = call
+                .input
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let masked = mask_volatile(&call.output);
             let exit = call.exit_code.map(|c| c.to_string()).unwrap_or_default();
             let outcome = hash_of(&[call.status.as_str(), &exit, &masked]);
@@ -425,10 +442,23 @@ impl Watchdog {
                 let (limit, message, rule) = if is_wait {
                     (s.poll_repeats, messages::POLL_REPEATS, "poll_repeats")
                 } else {
-                    (s.repeated_action, messages::REPEATED_ACTION, "repeated_action")
+                    (
+                        s.repeated_action,
+                        messages::REPEATED_ACTION,
+                        "repeated_action",
+                    )
                 };
                 if !progress && on(limit) && stats.same >= limit {
-                    fire(rule, message, format!("{} ran {} times with the same result: {}", short(&key), stats.same, snippet(&call.output)));
+                    fire(
+                        rule,
+                        message,
+                        format!(
+                            "{} ran {} times with the same result: {}",
+                            short(&key),
+                            stats.same,
+                            snippet(&call.output)
+                        ),
+                    );
                 }
             }
 
@@ -437,8 +467,21 @@ impl Watchdog {
             shape.0.insert(key.clone());
             shape.1.insert(outcome);
             shape.2 = if progress { 0 } else { shape.2 + 1 };
-            if on(s.counter_args) && shape.0.len() >= 2 && shape.1.len() == 1 && shape.2 >= s.counter_args {
-                fire("counter_args", messages::COUNTER_ARGS, format!("{} calls shaped like {} all gave: {}", shape.2, short(&shape_key(&key)), snippet(&call.output)));
+            if on(s.counter_args)
+                && shape.0.len() >= 2
+                && shape.1.len() == 1
+                && shape.2 >= s.counter_args
+            {
+                fire(
+                    "counter_args",
+                    messages::COUNTER_ARGS,
+                    format!(
+                        "{} calls shaped like {} all gave: {}",
+                        shape.2,
+                        short(&shape_key(&key)),
+                        snippet(&call.output)
+                    ),
+                );
             }
 
             // The same error from different arguments.
@@ -446,26 +489,58 @@ impl Watchdog {
                 let keys = t.errors.entry(hash_of(&[&call.name, &masked])).or_default();
                 keys.insert(key.clone());
                 if on(s.same_error) && keys.len() >= s.same_error as usize {
-                    fire("same_error", messages::SAME_ERROR, format!("{} different calls to {} failed with: {}", keys.len(), call.name, snippet(&call.output)));
+                    fire(
+                        "same_error",
+                        messages::SAME_ERROR,
+                        format!(
+                            "{} different calls to {} failed with: {}",
+                            keys.len(),
+                            call.name,
+                            snippet(&call.output)
+                        ),
+                    );
                 }
             }
 
             t.outputs_seen.insert(outcome);
-            t.sequence.push((hash_of(&[&key, &outcome.to_string()]), progress));
+            t.sequence
+                .push((hash_of(&[&key, &outcome.to_string()]), progress));
         }
 
         // Cycles: A B A B (or A B C A B C) with unchanged outcomes.
         if on(s.ping_pong)
             && let Some(period) = cycle_period(&t.sequence, s.ping_pong as usize)
         {
-            fire("ping_pong", messages::PING_PONG, format!("the last {} calls repeat a cycle of {period} calls with the same results", period * s.ping_pong as usize));
+            fire(
+                "ping_pong",
+                messages::PING_PONG,
+                format!(
+                    "the last {} calls repeat a cycle of {period} calls with the same results",
+                    period * s.ping_pong as usize
+                ),
+            );
         }
 
         // Turns where everything failed.
-        t.error_turns = if all_failed && !only_waits { t.error_turns + 1 } else { 0 };
+        t.error_turns = if all_failed && !only_waits {
+            t.error_turns + 1
+        } else {
+            0
+        };
         if on(s.consecutive_errors) && t.error_turns >= s.consecutive_errors {
-            let last = record.calls.last().map(|c| snippet(&c.output)).unwrap_or_default();
-            fire("consecutive_errors", messages::CONSECUTIVE_ERRORS, format!("{} turns in a row failed; the last error: {last}", t.error_turns));
+            let last = record
+                .calls
+                .last()
+                .map(|c| snippet(&c.output))
+                .unwrap_or_default();
+            fire(
+                "consecutive_errors",
+                messages::CONSECUTIVE_ERRORS,
+                format!(
+                    "{} turns in a row failed; the last error: {last}",
+                    t.error_turns
+                ),
+            );
         }
 
         // Repeated assistant text.
@@ -474,7 +549,11 @@ impl Watchdog {
             let n = t.texts.entry(text.clone()).or_default();
             *n += 1;
             if on(s.repeated_text) && *n >= s.repeated_text {
-                fire("repeated_text", messages::REPEATED_TEXT, format!("\"{}\" was written {n} times", snippet(&text)));
+                fire(
+                    "repeated_text",
+                    messages::REPEATED_TEXT,
+                    format!("\"{}\" was written {n} times", snippet(&text)),
+                );
             }
         }
 
@@ -486,7 +565,14 @@ impl Watchdog {
             t.no_progress_turns += 1;
         }
         if on(s.stagnation) && t.no_progress_turns >= s.stagnation {
-            fire("stagnation", messages::STAGNATION, format!("{} turns without progress; the calls either failed or showed nothing new", t.no_progress_turns));
+            fire(
+                "stagnation",
+                messages::STAGNATION,
+                format!(
+                    "{} turns without progress; the calls either failed or showed nothing new",
+                    t.no_progress_turns
+                ),
+            );
         }
 
         let (used, budget, hard_cap) = (t.turns, t.budget, s.hard_cap());
@@ -611,7 +697,10 @@ fn cycle_period(seq: &[(u64, bool)], cycles: usize) -> Option<usize> {
         if distinct.len() != period {
             continue;
         }
-        let periodic = tail.iter().enumerate().all(|(i, (h, _))| *h == tail[i % period].0);
+        let periodic = tail
+            .iter()
+            .enumerate()
+            .all(|(i, (h, _))| *h == tail[i % period].0);
         let stale = tail[period..].iter().all(|(_, progress)| !progress);
         if periodic && stale {
             return Some(period);

@@ -88,12 +88,17 @@ impl Tool for RunShell {
             if command.trim().is_empty() {
                 return ToolOutput::failed(ErrorKind::InvalidArgs, messages::SHELL_EMPTY_COMMAND);
             }
-            let asked = arg_u64(&args, "timeout").filter(|&s| s > 0).map(Duration::from_secs);
+            let asked = arg_u64(&args, "timeout")
+                .filter(|&s| s > 0)
+                .map(Duration::from_secs);
             let runtime = &ctx.runtime;
             let timeout = runtime.shell_timeout(asked);
             let inactivity = runtime.limits.inactivity_timeout;
             let max = runtime.limits.max_shell_timeout;
-            match runtime.run_command(command, asked, &ctx.call_id, &ctx.cancel).await {
+            match runtime
+                .run_command(command, asked, &ctx.call_id, &ctx.cancel)
+                .await
+            {
                 Ok(outcome) => format_outcome(&outcome, timeout, inactivity, max),
                 Err(e) => ToolOutput::failed(ErrorKind::Failed, messages::shell_spawn_failed(&e)),
             }
