@@ -1,28 +1,29 @@
-//! Command-line entry: parse flags, build the agent, run the REPL or a
-//! one-shot task, and map the result to an exit code.
+//! Command-line entry: parse flags, build the agent, run the REPL, a
+//! one-shot task or a subcommand, and map the result to an exit code.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, TurnError, TurnOutcome};
+use crate::agent::{Agent, TurnError, TurnOutcome, watchdog_from_script};
 use crate::client::{ApiError, ChatClient, ClientConfig};
 use crate::config::{Overrides, Settings};
-use crate::prompt::{PromptContext, default_system_prompt};
 use crate::protocol::EventSink;
 use crate::runtime::Runtime;
-use crate::tools::Registry;
+use crate::script::{self, ScriptHost};
+use crate::session;
 use crate::ui::{JsonSink, Style, TextSink};
+use crate::watchdog::replay::{self, RunLog};
 
 /// Process exit codes, documented in the README.
 pub mod exit {
     /// The task finished.
     pub const OK: u8 = 0;
-    /// Bad usage or configuration.
+    /// Bad usage or configuration (including scripts `agent check` rejects).
     pub const USAGE: u8 = 2;
     /// The model API failed.
     pub const API: u8 = 3;
@@ -55,6 +56,30 @@ pub struct Cli {
     /// Show the model's reasoning text (dimmed, on stderr).
     #[arg(long)]
     pub show_reasoning: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write the default scripts to the config dir (never over your edits
+    /// without --force).
+    Init {
+        /// Overwrite existing scripts with the defaults.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Compile every script and call each hook once with sample data.
+    Check,
+    /// Run the watchdog over a recorded run (JSON lines) and print one
+    /// verdict per model turn.
+    Replay {
+        /// The recorded run; every live run writes one to <data dir>/runs/.
+        file: PathBuf,
+    },
+    /// Show the watchdog on four scripted runs; no key or network needed.
+    Demo,
 }
 
 /// Runs the CLI with the process's arguments and environment.
@@ -77,16 +102,13 @@ pub fn main() -> u8 {
 /// Runs a parsed command line.
 pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
     let style = Style::detect(env("NO_COLOR").is_some_and(|v| !v.is_empty()));
+    let json_mode = cli.json;
     let report = |message: &str| {
-        if cli.json {
+        if json_mode {
             JsonSink::new().line(json!({"type": "error", "message": message}));
         }
         eprintln!("{} {message}", style.red("error:"));
     };
-    if cli.json && cli.prompt.is_none() {
-        report("--json needs a task: use it with -p \"PROMPT\"");
-        return exit::USAGE;
-    }
     let overrides = Overrides {
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
@@ -98,6 +120,43 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
             return exit::USAGE;
         }
     };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&format!("cannot start the async runtime: {e}"));
+            return exit::USAGE;
+        }
+    };
+
+    match cli.command {
+        Some(Command::Init { force }) => return init(&settings, force),
+        Some(Command::Check) => return check(&settings, style),
+        Some(Command::Replay { file }) => return replay_file(&settings, &file),
+        Some(Command::Demo) => {
+            let (host, notes) = ScriptHost::load(&settings.config_dir);
+            print_notes(
+                &notes
+                    .iter()
+                    .map(script::LoadNote::message)
+                    .collect::<Vec<_>>(),
+                style,
+            );
+            let make = || match host.get(script::WATCHDOG) {
+                Some(s) => watchdog_from_script(s.clone()).0,
+                None => crate::agent::default_watchdog(),
+            };
+            return rt.block_on(crate::demo::run(make, style));
+        }
+        None => {}
+    }
+
+    if cli.json && cli.prompt.is_none() {
+        report("--json needs a task: use it with -p \"PROMPT\"");
+        return exit::USAGE;
+    }
     let prompt = match cli.prompt.as_deref() {
         Some("-") => {
             let mut text = String::new();
@@ -113,24 +172,21 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         report("the task is empty: pass it with -p \"PROMPT\"");
         return exit::USAGE;
     }
+    if prompt.is_none() && !std::io::stdin().is_terminal() {
+        report(
+            "no task given and stdin is not a terminal: use -p \"PROMPT\" (or -p - to read it from stdin)",
+        );
+        return exit::USAGE;
+    }
 
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            report(&format!("cannot start the async runtime: {e}"));
-            return exit::USAGE;
-        }
-    };
-    let mut agent = match build_agent(&settings) {
-        Ok(agent) => agent,
+    let (mut agent, host, notes) = match build_agent(&settings) {
+        Ok(built) => built,
         Err(message) => {
             report(&message);
             return exit::USAGE;
         }
     };
+    print_notes(&notes, style);
 
     match prompt {
         Some(task) => rt.block_on(one_shot(
@@ -141,36 +197,48 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
             cli.show_reasoning,
         )),
         None => {
-            if !std::io::stdin().is_terminal() {
-                report(
-                    "no task given and stdin is not a terminal: use -p \"PROMPT\" (or -p - to read it from stdin)",
-                );
-                return exit::USAGE;
-            }
             let sink = Arc::new(TextSink::new(style, true, cli.show_reasoning));
-            crate::ui::repl::run(&rt, &mut agent, sink)
+            crate::ui::repl::run(&rt, &mut agent, host, &settings, sink)
         }
     }
 }
 
-fn build_agent(settings: &Settings) -> Result<Agent, String> {
-    let session = session_id();
-    let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session);
+fn print_notes(notes: &[String], style: Style) {
+    for note in notes {
+        eprintln!("{} {}", style.yellow("warning:"), note.trim_end());
+    }
+}
+
+/// Builds the agent from settings and the person's scripts. Returns the
+/// agent, the script host (for reloads) and the startup notes.
+pub fn build_agent(settings: &Settings) -> Result<(Agent, ScriptHost, Vec<String>), String> {
+    let session_id = session_id();
+    let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session_id);
     let runtime = Arc::new(Runtime::new(
         settings.workspace.clone(),
         spill_dir,
         std::env::vars(),
     ));
-    let registry = Arc::new(Registry::with_builtins());
-    let ctx = PromptContext::new(&settings.workspace, &settings.model, registry.names());
-    let system = default_system_prompt(&ctx);
+    let (host, load_notes) = ScriptHost::load(&settings.config_dir);
+    let mut notes: Vec<String> = load_notes
+        .iter()
+        .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
+        .map(script::LoadNote::message)
+        .collect();
+    let setup = session::assemble(&host, &settings.workspace, &settings.model);
+    notes.extend(setup.notes);
     let client = ChatClient::new(ClientConfig::new(
         settings.base_url.clone(),
         settings.model.clone(),
         settings.api_key.clone(),
     ))
     .map_err(|e| e.to_string())?;
-    Ok(Agent::new(client, registry, runtime, system))
+    let mut agent = Agent::new(client, setup.registry, runtime, setup.system_prompt)
+        .with_run_log(RunLog::new(&settings.data_dir, &session_id));
+    if let Some(watchdog) = setup.watchdog {
+        agent = agent.with_watchdog(watchdog);
+    }
+    Ok((agent, host, notes))
 }
 
 /// A sortable, unique-enough id for this run: local time plus pid.
@@ -180,6 +248,91 @@ pub fn session_id() -> String {
         chrono::Local::now().format("%Y%m%d-%H%M%S"),
         std::process::id()
     )
+}
+
+fn init(settings: &Settings, force: bool) -> u8 {
+    match script::init(&settings.config_dir, force) {
+        Ok(files) => {
+            for (path, written) in &files {
+                if *written {
+                    println!("wrote   {}", path.display());
+                } else {
+                    println!(
+                        "kept    {} (already there; --force overwrites it)",
+                        path.display()
+                    );
+                }
+            }
+            println!("Edit these files to change the agent; `agent check` tries them.");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!(
+                "error: cannot write the scripts to {}: {e}. Set AGENT_CONFIG_DIR to a directory you can write.",
+                settings.config_dir.display()
+            );
+            exit::USAGE
+        }
+    }
+}
+
+fn check(settings: &Settings, style: Style) -> u8 {
+    let mut failed = 0;
+    for result in script::check(&settings.config_dir) {
+        match &result.result {
+            Ok(summary) => println!("{}  {}: {summary}", style.green("ok"), result.path),
+            Err(rendered) => {
+                failed += 1;
+                println!("{}  {}", style.red("FAILED"), result.path);
+                println!("{}", rendered.trim_end());
+            }
+        }
+    }
+    if failed == 0 {
+        println!("All scripts are fine.");
+        exit::OK
+    } else {
+        println!(
+            "{failed} script(s) have errors; until they are fixed the agent uses the built-in default for each."
+        );
+        exit::USAGE
+    }
+}
+
+fn replay_file(settings: &Settings, file: &std::path::Path) -> u8 {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", file.display());
+            return exit::USAGE;
+        }
+    };
+    let turns = match replay::parse(&text) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            return exit::USAGE;
+        }
+    };
+    let (host, notes) = ScriptHost::load(&settings.config_dir);
+    for note in notes
+        .iter()
+        .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
+    {
+        eprintln!("warning: {}", note.message().trim_end());
+    }
+    let (mut watchdog, warnings) = match host.get(script::WATCHDOG) {
+        Some(s) => watchdog_from_script(s.clone()),
+        None => (crate::agent::default_watchdog(), Vec::new()),
+    };
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut out = std::io::stdout().lock();
+    for (turn, verdict) in replay::run(&mut watchdog, &turns) {
+        let _ = writeln!(out, "{}", replay::verdict_json(turn, &verdict));
+    }
+    exit::OK
 }
 
 async fn one_shot(
@@ -210,13 +363,12 @@ async fn one_shot(
     let usage = agent.usage();
     let (code, final_text, error) = match outcome {
         Ok(TurnOutcome::Done { text, .. }) => (exit::OK, Some(text), None),
-        Ok(TurnOutcome::Stopped { reason, .. }) => (
+        Ok(TurnOutcome::Stopped { reason, summary }) => (
             exit::WATCHDOG,
-            None,
+            summary,
             Some(format!("stopped by the watchdog: {reason}")),
         ),
-        Ok(TurnOutcome::Cancelled) => (exit::INTERRUPTED, None, Some("interrupted".to_string())),
-        Err(TurnError::Api(ApiError::Cancelled)) => {
+        Ok(TurnOutcome::Cancelled) | Err(TurnError::Api(ApiError::Cancelled)) => {
             (exit::INTERRUPTED, None, Some("interrupted".to_string()))
         }
         Err(TurnError::Api(e)) => (exit::API, None, Some(e.to_string())),
@@ -238,7 +390,6 @@ async fn one_shot(
         }
     } else {
         if let Some(text) = &final_text {
-            use std::io::Write;
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", text.trim_end());
             let _ = out.flush();

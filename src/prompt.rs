@@ -1,5 +1,5 @@
 //! The context the system prompt is built from, and project instructions.
-//! (The prompt text itself moves into `scripts/prompt.rhai`.)
+//! The prompt text itself lives in `scripts/prompt.rhai`.
 
 use std::path::Path;
 
@@ -47,25 +47,4 @@ pub fn read_project_instructions(workspace: &Path) -> Option<String> {
         "{}\n[AGENTS.md cut at {MAX_PROJECT_INSTRUCTIONS} bytes]",
         &text[..cut]
     ))
-}
-
-/// The built-in system prompt, used until scripts provide one.
-pub fn default_system_prompt(ctx: &PromptContext) -> String {
-    let mut p = format!(
-        "You are a coding agent running in the user's terminal. You act through tools; use them to look at the real files and run real commands instead of guessing.\n\
-         Prefer read_file, write_file, edit_file and list_dir for files; use run_shell for everything else (tests, builds, git, searching).\n\
-         Read a file before editing it. When a tool fails, read the error and change your approach instead of repeating the same call.\n\
-         When the task is done, answer briefly and stop calling tools.\n\n\
-         Working directory: {}\nOperating system: {}\nDate: {}\nModel: {}\nTools: {}\n",
-        ctx.cwd,
-        ctx.os,
-        ctx.date,
-        ctx.model,
-        ctx.tools.join(", ")
-    );
-    if let Some(instructions) = &ctx.project_instructions {
-        p.push_str("\nProject instructions (from AGENTS.md):\n");
-        p.push_str(instructions);
-    }
-    p
 }

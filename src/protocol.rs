@@ -216,6 +216,8 @@ pub enum Event {
     Notice(String),
     /// The watchdog intervened (repair prompt injected, or the turn stopped).
     Watchdog { verdict: String, reason: String },
+    /// The watchdog's budget after a model turn: turns used and the limit.
+    Budget { used: u32, limit: u32 },
 }
 
 /// Receives events from the loop. Implemented by every UI.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ApiError, ChatClient, ModelResponse, Piece, wire};
+use crate::client::{ApiError, ChatClient, Model, ModelResponse, Piece, wire};
 use crate::protocol::{
     ErrorKind, Event, EventSink, Message, ToolCall, ToolOutput, ToolStatus, Usage, UserSource,
 };
@@ -76,7 +76,7 @@ pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// The agent: a client, tools, a runtime, a watchdog and the conversation.
 pub struct Agent {
-    client: ChatClient,
+    model: Arc<dyn Model>,
     registry: Arc<Registry>,
     runtime: Arc<Runtime>,
     history: Vec<Message>,
@@ -98,9 +98,19 @@ impl Agent {
         runtime: Arc<Runtime>,
         system_prompt: String,
     ) -> Self {
+        Self::with_model(Arc::new(client), registry, runtime, system_prompt)
+    }
+
+    /// An agent answering through any [`Model`] (the demo's scripted one).
+    pub fn with_model(
+        model: Arc<dyn Model>,
+        registry: Arc<Registry>,
+        runtime: Arc<Runtime>,
+        system_prompt: String,
+    ) -> Self {
         let workspace = WorkspaceTracker::new(runtime.workspace.clone());
         Agent {
-            client,
+            model,
             registry,
             runtime,
             history: vec![Message::System {
@@ -119,6 +129,12 @@ impl Agent {
     pub fn with_watchdog(mut self, watchdog: Watchdog) -> Self {
         self.watchdog = Some(watchdog);
         self
+    }
+
+    /// Swaps the watchdog (after a script reload); the current user turn's
+    /// counters start over.
+    pub fn set_watchdog(&mut self, watchdog: Watchdog) {
+        self.watchdog = Some(watchdog);
     }
 
     /// Appends every model turn to `log`, in the replay format.
@@ -260,12 +276,7 @@ impl Agent {
         } else {
             Value::Array(Vec::new())
         };
-        let body = wire::request_body(
-            &self.client.config().model,
-            &self.history,
-            &tools,
-            &self.extra_body,
-        );
+        let body = wire::request_body(self.model.name(), &self.history, &tools, &self.extra_body);
         let mut partial = String::new();
         let result = {
             let mut on_piece = |piece: Piece| match piece {
@@ -276,8 +287,8 @@ impl Agent {
                 Piece::Reasoning(r) => sink.emit(Event::ReasoningDelta(r)),
             };
             let mut on_notice = |n: String| sink.emit(Event::Notice(n));
-            self.client
-                .complete(&body, &mut on_piece, &mut on_notice, cancel)
+            self.model
+                .respond(&body, &mut on_piece, &mut on_notice, cancel)
                 .await
         };
         let response = match result {
@@ -461,6 +472,10 @@ impl Agent {
 
     /// Acts on a verdict. Returns an outcome when the turn must end.
     fn apply_verdict(&mut self, verdict: &Verdict, sink: &dyn EventSink) -> Option<TurnOutcome> {
+        sink.emit(Event::Budget {
+            used: verdict.used,
+            limit: verdict.limit,
+        });
         match verdict.kind {
             VerdictKind::Continue => None,
             VerdictKind::Notice => {

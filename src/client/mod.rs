@@ -139,6 +139,38 @@ fn status_hint(status: u16) -> &'static str {
 /// A notice from the client for the person (e.g. a retry).
 pub type NoticeFn<'a> = &'a mut (dyn FnMut(String) + Send);
 
+/// Anything that answers chat requests: the HTTP client, or the scripted
+/// model of `agent demo`.
+pub trait Model: Send + Sync {
+    /// The model id sent in requests.
+    fn name(&self) -> &str;
+
+    /// Answers one request body, streaming text to `on_piece`.
+    fn respond<'a>(
+        &'a self,
+        body: &'a Value,
+        on_piece: &'a mut (dyn FnMut(Piece) + Send),
+        on_notice: NoticeFn<'a>,
+        cancel: &'a CancellationToken,
+    ) -> futures_util::future::BoxFuture<'a, Result<ModelResponse, ApiError>>;
+}
+
+impl Model for ChatClient {
+    fn name(&self) -> &str {
+        &self.config.model
+    }
+
+    fn respond<'a>(
+        &'a self,
+        body: &'a Value,
+        on_piece: &'a mut (dyn FnMut(Piece) + Send),
+        on_notice: NoticeFn<'a>,
+        cancel: &'a CancellationToken,
+    ) -> futures_util::future::BoxFuture<'a, Result<ModelResponse, ApiError>> {
+        Box::pin(self.complete(body, on_piece, on_notice, cancel))
+    }
+}
+
 /// The chat client. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ChatClient {

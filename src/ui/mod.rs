@@ -214,7 +214,7 @@ impl EventSink for TextSink {
                 };
                 self.err(&detail);
             }
-            Event::Usage(_) => {}
+            Event::Usage(_) | Event::Budget { .. } => {}
             Event::Notice(n) => {
                 self.close_stream(&mut state);
                 self.err(&self.style.yellow(&format!("note: {n}")));
@@ -261,7 +261,7 @@ impl JsonSink {
 impl EventSink for JsonSink {
     fn emit(&self, event: Event) {
         let value = match event {
-            Event::TextDelta(_) | Event::ReasoningDelta(_) => return,
+            Event::TextDelta(_) | Event::ReasoningDelta(_) | Event::Budget { .. } => return,
             Event::AssistantMessage { text, .. } => {
                 if text.is_empty() {
                     return;

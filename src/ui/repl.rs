@@ -1,4 +1,8 @@
-//! The interactive REPL (minimal: read a line, run a turn, print).
+//! The interactive REPL: read a line, run a turn, print as it streams.
+//!
+//! Slash commands are parsed by the pure [`parse`] function. Before each
+//! turn, scripts changed on disk are reloaded (as `/reload` does); a script
+//! whose new version fails keeps its last good version.
 
 use std::sync::Arc;
 
@@ -8,53 +12,218 @@ use tokio_util::sync::CancellationToken;
 
 use super::TextSink;
 use crate::agent::{Agent, TurnOutcome};
+use crate::cli::exit;
+use crate::config::Settings;
+use crate::script::{LoadNote, ScriptHost};
+use crate::session;
+use crate::tools::ToolOrigin;
+
+/// What a line typed at the prompt means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A message for the model.
+    Message(String),
+    Help,
+    Tools,
+    Reload,
+    Budget,
+    Exit,
+    /// An unknown slash command, with a hint.
+    Unknown(String),
+    /// Nothing to do (an empty line).
+    Empty,
+}
+
+/// The slash commands and what they do, for `/help` and hints.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "show this help"),
+    (
+        "/tools",
+        "list the tools the model can call (script tools marked)",
+    ),
+    ("/reload", "reload the scripts from the config dir"),
+    ("/budget", "show the watchdog's budget for the current turn"),
+    ("/exit", "leave (also Ctrl+D)"),
+];
+
+/// Parses one line of input.
+pub fn parse(line: &str) -> Input {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Empty;
+    }
+    if !trimmed.starts_with('/') || trimmed.starts_with("//") {
+        return Input::Message(trimmed.to_string());
+    }
+    let command = trimmed.split_whitespace().next().unwrap_or("");
+    match command {
+        "/help" | "/?" => Input::Help,
+        "/tools" => Input::Tools,
+        "/reload" => Input::Reload,
+        "/budget" => Input::Budget,
+        "/exit" | "/quit" => Input::Exit,
+        other => {
+            let close = COMMANDS
+                .iter()
+                .map(|(c, _)| *c)
+                .find(|c| c.starts_with(&other[..other.len().min(3)]));
+            Input::Unknown(match close {
+                Some(c) => {
+                    format!("unknown command {other}; did you mean {c}? Type /help for the list.")
+                }
+                None => format!("unknown command {other}; type /help for the list."),
+            })
+        }
+    }
+}
 
 /// Runs the REPL until the person exits. Returns the process exit code.
-pub fn run(rt: &tokio::runtime::Runtime, agent: &mut Agent, sink: Arc<TextSink>) -> u8 {
+pub fn run(
+    rt: &tokio::runtime::Runtime,
+    agent: &mut Agent,
+    mut host: ScriptHost,
+    settings: &Settings,
+    sink: Arc<TextSink>,
+) -> u8 {
     let mut editor = match DefaultEditor::new() {
         Ok(e) => e,
         Err(e) => {
             sink.error(&format!("cannot start the line editor: {e}"));
-            return crate::cli::exit::USAGE;
+            return exit::USAGE;
         }
     };
+    eprintln!(
+        "agent {} — type a task, /help for commands, Ctrl+D to leave.",
+        env!("CARGO_PKG_VERSION")
+    );
     loop {
         let line = match editor.readline("› ") {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => return crate::cli::exit::OK,
+            Err(ReadlineError::Eof) => return exit::OK,
             Err(e) => {
                 sink.error(&format!("cannot read input: {e}"));
-                return crate::cli::exit::USAGE;
+                return exit::USAGE;
             }
         };
-        let input = line.trim();
-        if input.is_empty() {
-            continue;
+        let input = parse(&line);
+        if input != Input::Empty {
+            let _ = editor.add_history_entry(line.trim());
         }
-        if input == "/exit" || input == "/quit" {
-            return crate::cli::exit::OK;
-        }
-        let _ = editor.add_history_entry(input);
-        let cancel = CancellationToken::new();
-        let outcome = rt.block_on(async {
-            let watcher = {
-                let cancel = cancel.clone();
-                tokio::spawn(async move {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        cancel.cancel();
+        match input {
+            Input::Empty => {}
+            Input::Exit => return exit::OK,
+            Input::Help => {
+                for (c, what) in COMMANDS {
+                    eprintln!("  {c:<10} {what}");
+                }
+            }
+            Input::Unknown(hint) => sink.error(&hint),
+            Input::Tools => {
+                for tool in agent.registry().tools() {
+                    let mark = if tool.origin() == ToolOrigin::Script {
+                        " (script)"
+                    } else {
+                        ""
+                    };
+                    let first = tool.spec().description.lines().next().unwrap_or("");
+                    eprintln!("  {}{mark}: {first}", tool.spec().name);
+                }
+            }
+            Input::Budget => {
+                let (used, limit) = agent.budget();
+                eprintln!("  {used} of {limit} turns used in the current turn's budget");
+            }
+            Input::Reload => reload(agent, &mut host, settings, true),
+            Input::Message(text) => {
+                if host.changed() {
+                    reload(agent, &mut host, settings, false);
+                }
+                let cancel = CancellationToken::new();
+                let watcher = interrupt_watcher(rt, &cancel);
+                let mut outcome = rt.block_on(agent.run_turn(&text, sink.as_ref(), &cancel));
+                watcher.abort();
+                while let Ok(TurnOutcome::Stopped { reason, summary }) = &outcome {
+                    if let Some(summary) = summary {
+                        println!("{summary}");
                     }
-                })
-            };
-            let outcome = agent.run_turn(input, sink.as_ref(), &cancel).await;
-            watcher.abort();
-            outcome
-        });
-        match outcome {
-            Ok(TurnOutcome::Done { .. }) => {}
-            Ok(TurnOutcome::Stopped { reason, .. }) => sink.error(&format!("stopped: {reason}")),
-            Ok(TurnOutcome::Cancelled) => sink.error("interrupted"),
-            Err(e) => sink.error(&e.to_string()),
+                    sink.error(&format!("stopped by the watchdog: {reason}"));
+                    match editor.readline("continue with a fresh budget? [y/N] ") {
+                        Ok(answer) if answer.trim().eq_ignore_ascii_case("y") => {
+                            let cancel = CancellationToken::new();
+                            let watcher = interrupt_watcher(rt, &cancel);
+                            outcome = rt.block_on(agent.continue_turn(sink.as_ref(), &cancel));
+                            watcher.abort();
+                        }
+                        _ => break,
+                    }
+                }
+                match outcome {
+                    Ok(TurnOutcome::Done { .. }) | Ok(TurnOutcome::Stopped { .. }) => {}
+                    Ok(TurnOutcome::Cancelled) => sink.error("interrupted"),
+                    Err(e) => sink.error(&e.to_string()),
+                }
+            }
         }
+    }
+}
+
+/// Cancels `cancel` on Ctrl+C while a turn runs.
+fn interrupt_watcher(
+    rt: &tokio::runtime::Runtime,
+    cancel: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let cancel = cancel.clone();
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    })
+}
+
+fn reload(agent: &mut Agent, host: &mut ScriptHost, settings: &Settings, force: bool) {
+    let notes = host.reload(force);
+    for note in &notes {
+        match note {
+            LoadNote::Loaded { name, .. } => eprintln!("reloaded {name}"),
+            other => eprintln!("warning: {}", other.message().trim_end()),
+        }
+    }
+    let setup = session::assemble(host, &settings.workspace, agent_model(settings));
+    for note in &setup.notes {
+        eprintln!("warning: {}", note.trim_end());
+    }
+    agent.set_registry(setup.registry);
+    agent.set_system_prompt(setup.system_prompt);
+    if let Some(w) = setup.watchdog {
+        agent.set_watchdog(w);
+    }
+    if force && notes.is_empty() {
+        eprintln!("scripts reloaded; nothing changed");
+    }
+}
+
+fn agent_model(settings: &Settings) -> &str {
+    &settings.model
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slash_commands_and_messages() {
+        assert_eq!(parse("  "), Input::Empty);
+        assert_eq!(parse("fix the bug"), Input::Message("fix the bug".into()));
+        assert_eq!(parse("/reload"), Input::Reload);
+        assert_eq!(parse("/quit"), Input::Exit);
+        assert_eq!(
+            parse("// not a command"),
+            Input::Message("// not a command".into())
+        );
+        assert!(
+            matches!(parse("/relaod"), Input::Unknown(h) if h.contains("did you mean /reload"))
+        );
+        assert!(matches!(parse("/xyz"), Input::Unknown(h) if h.contains("/help")));
     }
 }

@@ -716,8 +716,14 @@ fn short(key: &str) -> String {
 /// The first line of a text, shortened, for evidence.
 pub fn snippet(text: &str) -> String {
     const MAX: usize = 120;
-    let line = text.trim().lines().next().unwrap_or("").trim();
-    let more = text.trim().lines().nth(1).is_some();
+    // Section markers such as `[stderr]` say nothing on their own.
+    let mut lines = text
+        .trim()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "[stderr]");
+    let line = lines.next().unwrap_or("");
+    let more = lines.next().is_some();
     if line.chars().count() > MAX {
         format!("{}…", line.chars().take(MAX).collect::<String>())
     } else if more {
