@@ -210,7 +210,9 @@ async fn truncated_stream_and_garbage_chunks_are_errors() {
         }]),
     ])
     .await;
-    let client = client_for(&server);
+    let mut config = client_config(&server.base_url);
+    config.max_attempts = 1;
+    let client = ChatClient::new(config).unwrap();
     let message = complete(&client).await.0.unwrap_err().to_string();
     assert!(
         message.contains("ended before the answer was complete"),
@@ -239,6 +241,7 @@ async fn a_silent_server_stalls_out() {
     let server = MockServer::start(vec![Reply::Hang]).await;
     let mut config = client_config(&server.base_url);
     config.first_token_timeout = Duration::from_millis(300);
+    config.max_attempts = 1;
     let message = complete(&ChatClient::new(config).unwrap())
         .await
         .0
@@ -264,6 +267,7 @@ async fn a_stall_between_chunks_is_caught() {
     let server = MockServer::start(vec![Reply::Sse(chunks)]).await;
     let mut config = client_config(&server.base_url);
     config.idle_timeout = Duration::from_millis(300);
+    config.max_attempts = 1;
     let (result, text, _) = complete(&ChatClient::new(config).unwrap()).await;
     let message = result.unwrap_err().to_string();
     assert!(message.contains("in the middle of the answer"), "{message}");
@@ -327,4 +331,45 @@ async fn a_finished_stream_without_done_is_accepted() {
     let (result, text, _) = complete(&client_for(&server)).await;
     assert_eq!(result.unwrap().finish_reason.as_deref(), Some("stop"));
     assert_eq!(text, "no done marker");
+}
+
+#[tokio::test]
+async fn a_stalled_stream_is_aborted_and_retried() {
+    let mut chunks: Vec<Chunk> = text_events("half")
+        .iter()
+        .take(2)
+        .map(|e| Chunk {
+            bytes: format!("data: {e}\n\n").into_bytes(),
+            delay: Duration::ZERO,
+        })
+        .collect();
+    chunks.push(Chunk {
+        bytes: b"data: [DONE]\n\n".to_vec(),
+        delay: Duration::from_secs(20),
+    });
+    let server = MockServer::start(vec![
+        Reply::Sse(chunks),
+        Reply::Hang,
+        Reply::text("whole answer"),
+    ])
+    .await;
+    let mut config = client_config(&server.base_url);
+    config.idle_timeout = Duration::from_millis(300);
+    config.first_token_timeout = Duration::from_millis(300);
+    let (result, text, notices) = complete(&ChatClient::new(config).unwrap()).await;
+    assert_eq!(result.unwrap().content, "whole answer");
+    assert_eq!(server.requests().len(), 3);
+    assert!(
+        notices[0].starts_with("the stream stalled")
+            && notices[0].ends_with("the partial answer above is discarded"),
+        "{notices:?}"
+    );
+    assert!(
+        notices[1].starts_with("the stream stalled") && notices[1].contains("(3/4)"),
+        "{notices:?}"
+    );
+    assert_eq!(
+        text, "halfwhole answer",
+        "the partial text was shown, then the full answer"
+    );
 }

@@ -244,9 +244,11 @@ impl Assembler {
         &mut self.slots[i]
     }
 
-    /// The assembled response. Calls without an id get a generated one so
-    /// that every call can still be answered.
+    /// The assembled response. Calls without an id get a generated one,
+    /// unique in this process, so that every call can still be answered.
     pub fn finish(self) -> ModelResponse {
+        static GENERATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let batch = GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tool_calls = self
             .slots
             .into_iter()
@@ -254,7 +256,7 @@ impl Assembler {
             .filter(|(_, s)| !(s.name.is_empty() && s.arguments.is_empty()))
             .map(|(i, s)| ToolCall {
                 id: if s.id.is_empty() {
-                    format!("call_{i}")
+                    format!("call_{batch}_{i}")
                 } else {
                     s.id
                 },
@@ -367,7 +369,18 @@ mod tests {
             call(None, None, Some("a"), "{}"),
             call(None, None, Some("b"), "{}"),
         ]);
-        assert_eq!(calls(&r), [("call_0", "a", "{}"), ("call_1", "b", "{}")]);
+        let got = calls(&r);
+        assert_eq!((got[0].1, got[1].1), ("a", "b"));
+        assert!(
+            got[0].0.starts_with("call_") && got[0].0.ends_with("_0"),
+            "{got:?}"
+        );
+        assert_ne!(got[0].0, got[1].0);
+        let again = run(&[call(None, None, Some("a"), "{}")]);
+        assert_ne!(
+            again.tool_calls[0].id, got[0].0,
+            "generated ids are unique across responses"
+        );
     }
 
     #[test]

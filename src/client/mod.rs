@@ -114,11 +114,9 @@ impl ApiError {
     fn is_transient(&self) -> bool {
         match self {
             ApiError::Status { status, .. } => *status == 429 || *status >= 500,
-            ApiError::Connect { .. } => true,
-            ApiError::Stream(_)
-            | ApiError::Stalled(_)
-            | ApiError::BadUrl(_)
-            | ApiError::Cancelled => false,
+            // A broken or stalled stream is retried as a whole request.
+            ApiError::Connect { .. } | ApiError::Stream(_) | ApiError::Stalled(_) => true,
+            ApiError::BadUrl(_) | ApiError::Cancelled => false,
         }
     }
 }
@@ -221,13 +219,21 @@ impl ChatClient {
                     shown,
                 }) => {
                     let error = self.redact(error);
-                    if shown || !error.is_transient() || attempt >= self.config.max_attempts {
+                    if !error.is_transient() || attempt >= self.config.max_attempts {
                         return Err(error);
                     }
                     let delay = retry_after
                         .unwrap_or_else(|| backoff(self.config.retry_base_delay, attempt));
+                    // Text already shown is not kept: the retry answers again
+                    // from the start, and the history only gets the answer
+                    // that completed.
+                    let discarded = if shown {
+                        "; the partial answer above is discarded"
+                    } else {
+                        ""
+                    };
                     on_notice(format!(
-                        "{}; retrying in {} ({}/{})",
+                        "{}; retrying in {} ({}/{}){discarded}",
                         short_reason(&error),
                         format_delay(delay),
                         attempt + 1,
@@ -521,6 +527,8 @@ fn short_reason(error: &ApiError) -> String {
         ApiError::Status { status: 429, .. } => "rate limited".to_string(),
         ApiError::Status { status, .. } => format!("server error {status}"),
         ApiError::Connect { .. } => "could not connect".to_string(),
+        ApiError::Stalled(_) => "the stream stalled".to_string(),
+        ApiError::Stream(_) => "the stream broke".to_string(),
         other => other.to_string(),
     }
 }

@@ -24,16 +24,6 @@ pub fn parse_error(file: &str, source: &str, err: &ParseError) -> ScriptError {
 /// Renders a runtime error of `file`, walking nested function-call errors
 /// down to the innermost one, which carries the real position.
 pub fn runtime_error(file: &str, source: &str, err: &EvalAltResult) -> ScriptError {
-    if let Some(kind) = termination_kind(err) {
-        let summary = match kind {
-            "timeout" => format!(
-                "the script ran for more than {} s of its own time and was stopped (an endless loop?)",
-                SCRIPT_CALL_BUDGET.as_secs()
-            ),
-            _ => "the script was cancelled".to_string(),
-        };
-        return render(file, source, &summary, err.position());
-    }
     let mut inner = err;
     let mut chain = Vec::new();
     loop {
@@ -51,12 +41,19 @@ pub fn runtime_error(file: &str, source: &str, err: &EvalAltResult) -> ScriptErr
     } else {
         inner.position()
     };
-    let mut summary = strip_position(&inner.to_string());
-    if let Some(EvalAltResult::ErrorRuntime(value, _)) = Some(inner)
-        && value.is_string()
-    {
-        summary = format!("thrown: {value}");
-    }
+    let summary = match termination_kind(err) {
+        Some("timeout") => format!(
+            "the script ran for more than {} s of its own time and was stopped (an endless loop?)",
+            SCRIPT_CALL_BUDGET.as_secs()
+        ),
+        Some(_) => "the script was cancelled".to_string(),
+        None => match inner {
+            EvalAltResult::ErrorRuntime(value, _) if value.is_string() => {
+                format!("thrown: {value}")
+            }
+            _ => strip_position(&inner.to_string()),
+        },
+    };
     let mut out = render(file, source, &summary, position);
     for (name, pos) in chain.iter().filter(|(n, _)| !n.starts_with("anon$")) {
         if let Some(line) = pos.line() {

@@ -361,6 +361,8 @@ pub fn check_tool_protocol(body: &Value) -> Result<(), String> {
                         "message {i}: assistant message while calls {open:?} are unanswered"
                     ));
                 }
+                // Ids need only be unique within one response.
+                answered.clear();
                 for call in m["tool_calls"].as_array().into_iter().flatten() {
                     let id = call["id"].as_str().unwrap_or("").to_string();
                     if id.is_empty() {

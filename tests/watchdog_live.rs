@@ -1,0 +1,228 @@
+//! The watchdog in the live loop, against the mock server.
+
+use std::time::{Duration, Instant};
+
+use agent::agent::TurnOutcome;
+use agent::client::ChatClient;
+use agent::protocol::Event;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::mock::{Chunk, MockServer, Reply, Shape, text_events};
+use crate::common::{
+    Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_for, client_config, output, stderr, stdout,
+};
+
+#[tokio::test]
+async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4() {
+    let dirs = Dirs::new();
+    dirs.write("a.txt", "x");
+    let ls = Reply::tools(Shape::OpenAi, &[("c", "run_shell", r#"{"command":"ls"}"#)]);
+    let server = MockServer::start_with_fallback(vec![], Some(ls)).await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "list the files"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(4), "stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("stopped by the watchdog: repeated_action"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ran 4 times with the same result"),
+        "says why, with evidence: {err}"
+    );
+    assert_eq!(stdout(&out), "");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "stopped well before the 12-turn budget");
+    let repairs: Vec<&serde_json::Value> = requests[3]
+        .messages()
+        .iter()
+        .filter(|m| {
+            m["role"] == "user"
+                && m["content"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("[agent watchdog")
+        })
+        .collect();
+    assert_eq!(repairs.len(), 1, "exactly one repair prompt");
+    let repair = repairs[0]["content"].as_str().unwrap();
+    assert!(
+        repair.contains("repeated_action") && repair.contains("ran 3 times"),
+        "{repair}"
+    );
+    assert!(repair.contains("ask the user"), "{repair}");
+    server.assert_protocol();
+
+    // The run was logged in the replay format, and replays to the same verdicts.
+    let runs: Vec<_> = std::fs::read_dir(dirs.data.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.arg("replay").arg(&runs[0]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let verdicts: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["verdict"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(verdicts, ["continue", "continue", "repair", "stop"]);
+}
+
+#[tokio::test]
+async fn a_hanging_command_is_killed_at_its_timeout_and_its_output_kept() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "h",
+                "run_shell",
+                r#"{"command":"echo started; sleep 100","timeout":1}"#,
+            )],
+        ),
+        Reply::text("It hung."),
+    ])
+    .await;
+    let mut agent = agent_for(&server.base_url, &dirs);
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        STEP_TIMEOUT,
+        agent.run_turn("go", &Recorder::default(), &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(matches!(outcome, TurnOutcome::Done { .. }));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let result = server.requests()[1].tool_result("h").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(result.starts_with("started\n"), "{result}");
+    assert!(result.contains("timed out after 1 s"), "{result}");
+}
+
+#[tokio::test]
+async fn a_stalled_stream_is_retried_inside_a_turn() {
+    let dirs = Dirs::new();
+    let stalled: Vec<Chunk> = text_events("par")
+        .iter()
+        .take(2)
+        .map(|e| Chunk {
+            bytes: format!("data: {e}\n\n").into_bytes(),
+            delay: Duration::ZERO,
+        })
+        .chain(std::iter::once(Chunk {
+            bytes: b"data: [DONE]\n\n".to_vec(),
+            delay: Duration::from_secs(30),
+        }))
+        .collect();
+    let server = MockServer::start(vec![Reply::Sse(stalled), Reply::text("complete")]).await;
+    let mut config = client_config(&server.base_url);
+    config.idle_timeout = Duration::from_millis(300);
+    let mut agent = agent::agent::Agent::new(
+        ChatClient::new(config).unwrap(),
+        agent_for(&server.base_url, &dirs).registry().clone(),
+        std::sync::Arc::new(agent::runtime::Runtime::new(
+            dirs.workspace.clone(),
+            dirs.data.clone(),
+            Vec::new(),
+        )),
+        "sys".into(),
+    );
+    let recorder = Recorder::default();
+    let outcome = tokio::time::timeout(
+        STEP_TIMEOUT,
+        agent.run_turn("q", &recorder, &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        outcome,
+        TurnOutcome::Done {
+            text: "complete".into(),
+            finish_reason: Some("stop".into())
+        }
+    );
+    assert!(
+        recorder
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Notice(n) if n.contains("stream stalled")))
+    );
+    // The history holds the completed answer only, not the stalled part.
+    let answers: Vec<_> = agent
+        .history()
+        .iter()
+        .filter(|m| matches!(m, agent::protocol::Message::Assistant { .. }))
+        .collect();
+    assert_eq!(answers.len(), 1);
+}
+
+#[tokio::test]
+async fn identical_calls_in_one_response_run_once() {
+    let dirs = Dirs::new();
+    let marker = dirs.workspace.join("count");
+    let cmd = format!("echo x >> {}", marker.display());
+    let args = serde_json::json!({ "command": cmd }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("a", "run_shell", &args), ("b", "run_shell", &args)],
+        ),
+        Reply::text("ok"),
+    ])
+    .await;
+    let mut agent = agent_for(&server.base_url, &dirs);
+    tokio::time::timeout(
+        STEP_TIMEOUT,
+        agent.run_turn("go", &Recorder::default(), &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "x\n",
+        "the duplicate did not run"
+    );
+    let dup = server.requests()[1].tool_result("b").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(dup.contains("identical to call a"), "{dup}");
+    server.assert_protocol();
+}
+
+#[tokio::test]
+async fn an_empty_response_gets_one_nudge() {
+    let dirs = Dirs::new();
+    let empty = Reply::sse(vec![
+        serde_json::json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}),
+    ]);
+    let server = MockServer::start(vec![empty, Reply::text("Here is the answer.")]).await;
+    let mut agent = agent_for(&server.base_url, &dirs);
+    let outcome = tokio::time::timeout(
+        STEP_TIMEOUT,
+        agent.run_turn("q", &Recorder::default(), &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(matches!(outcome, TurnOutcome::Done { ref text, .. } if text == "Here is the answer."));
+    let nudge = server.requests()[1].messages().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(nudge.contains("empty_response"), "{nudge}");
+}
