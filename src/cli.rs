@@ -13,7 +13,7 @@ use crate::agent::{Agent, TurnError, TurnOutcome, watchdog_from_script};
 use crate::client::{ApiError, ChatClient, ClientConfig};
 use crate::config::{Overrides, Settings};
 use crate::protocol::EventSink;
-use crate::runtime::Runtime;
+use crate::runtime::policy::{Answer, Asker, FixedAnswer};
 use crate::script::{self, ScriptHost};
 use crate::session;
 use crate::ui::{JsonSink, Style, TextSink};
@@ -56,6 +56,11 @@ pub struct Cli {
     /// Show the model's reasoning text (dimmed, on stderr).
     #[arg(long)]
     pub show_reasoning: bool,
+
+    /// With -p: answer yes when the policy asks about a command or a write
+    /// (without it, one-shot mode refuses what the policy would ask about).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -179,7 +184,12 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         return exit::USAGE;
     }
 
-    let (mut agent, host, notes) = match build_agent(&settings) {
+    let asker: Arc<dyn Asker> = match (&prompt, cli.yes) {
+        (Some(_), true) => Arc::new(FixedAnswer(Answer::Yes)),
+        (Some(_), false) => Arc::new(FixedAnswer(Answer::No)),
+        (None, _) => Arc::new(crate::ui::repl::TerminalAsker::new(style)),
+    };
+    let (mut agent, host, notes) = match build_agent(&settings, asker.clone()) {
         Ok(built) => built,
         Err(message) => {
             report(&message);
@@ -198,7 +208,7 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         )),
         None => {
             let sink = Arc::new(TextSink::new(style, true, cli.show_reasoning));
-            crate::ui::repl::run(&rt, &mut agent, host, &settings, sink)
+            crate::ui::repl::run(&rt, &mut agent, host, &settings, asker, sink)
         }
     }
 }
@@ -211,20 +221,26 @@ fn print_notes(notes: &[String], style: Style) {
 
 /// Builds the agent from settings and the person's scripts. Returns the
 /// agent, the script host (for reloads) and the startup notes.
-pub fn build_agent(settings: &Settings) -> Result<(Agent, ScriptHost, Vec<String>), String> {
+pub fn build_agent(
+    settings: &Settings,
+    asker: Arc<dyn Asker>,
+) -> Result<(Agent, ScriptHost, Vec<String>), String> {
     let session_id = session_id();
     let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session_id);
-    let runtime = Arc::new(Runtime::new(
-        settings.workspace.clone(),
-        spill_dir,
-        std::env::vars(),
-    ));
     let (host, load_notes) = ScriptHost::load(&settings.config_dir);
     let mut notes: Vec<String> = load_notes
         .iter()
         .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
         .map(script::LoadNote::message)
         .collect();
+    let (runtime, _sandbox, runtime_notes) = session::runtime(
+        &host,
+        settings,
+        spill_dir,
+        std::env::vars().collect(),
+        asker,
+    );
+    notes.extend(runtime_notes);
     let setup = session::assemble(&host, &settings.workspace, &settings.model);
     notes.extend(setup.notes);
     let client = ChatClient::new(ClientConfig::new(
@@ -233,8 +249,13 @@ pub fn build_agent(settings: &Settings) -> Result<(Agent, ScriptHost, Vec<String
         settings.api_key.clone(),
     ))
     .map_err(|e| e.to_string())?;
-    let mut agent = Agent::new(client, setup.registry, runtime, setup.system_prompt)
-        .with_run_log(RunLog::new(&settings.data_dir, &session_id));
+    let mut agent = Agent::new(
+        client,
+        setup.registry,
+        Arc::new(runtime),
+        setup.system_prompt,
+    )
+    .with_run_log(RunLog::new(&settings.data_dir, &session_id));
     if let Some(watchdog) = setup.watchdog {
         agent = agent.with_watchdog(watchdog);
     }

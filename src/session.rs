@@ -7,9 +7,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::agent::watchdog_from_script;
+use crate::config::Settings;
 use crate::prompt::PromptContext;
+use crate::runtime::Runtime;
+use crate::runtime::policy::{Asker, Policy};
+use crate::script::policy::{PolicySettings, ScriptApprove};
 use crate::script::tools::ScriptTool;
-use crate::script::{Origin, ScriptHost, TOOLS, WATCHDOG};
+use crate::script::{Origin, POLICY, ScriptHost, TOOLS, WATCHDOG};
 use crate::tools::Registry;
 use crate::watchdog::Watchdog;
 
@@ -20,6 +24,62 @@ pub struct Setup {
     pub watchdog: Option<Watchdog>,
     /// Warnings and facts to show at startup or after a reload.
     pub notes: Vec<String>,
+}
+
+/// Builds the runtime from `policy.rhai`: limits, extra roots, the secret
+/// rule (applied to `env`), the approval hook answered by `asker`, and the
+/// API key among the values blanked out of tool outputs. Returns the
+/// runtime, whether the policy asks for the sandbox, and notes.
+pub fn runtime(
+    host: &ScriptHost,
+    settings: &Settings,
+    spill_dir: std::path::PathBuf,
+    env: Vec<(String, String)>,
+    asker: Arc<dyn Asker>,
+) -> (Runtime, bool, Vec<String>) {
+    let mut notes = Vec::new();
+    let script = host.get(POLICY).cloned();
+    let policy_settings = match script.as_deref().map(PolicySettings::from_script) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            notes.push(format!("policy.rhai: {e}; using the default limits"));
+            PolicySettings::default()
+        }
+        None => PolicySettings::default(),
+    };
+    let mut runtime = match &script {
+        Some(script) => {
+            Runtime::with_secret_rule(settings.workspace.clone(), spill_dir, env, &|name: &str| {
+                crate::script::policy::is_secret(script, name)
+            })
+        }
+        None => Runtime::new(settings.workspace.clone(), spill_dir, env),
+    };
+    runtime.limits = policy_settings.limits();
+    let extra: Vec<std::path::PathBuf> = policy_settings
+        .extra_roots
+        .iter()
+        .map(|p| {
+            if p.is_absolute() {
+                p.clone()
+            } else {
+                settings.workspace.join(p)
+            }
+        })
+        .collect();
+    runtime.set_extra_roots(&extra);
+    if let Some(key) = &settings.api_key {
+        runtime.add_redaction(key);
+    }
+    if let Some(script) = script {
+        let approve = ScriptApprove {
+            script,
+            workspace: settings.workspace.clone(),
+            home: std::env::var("HOME").unwrap_or_default(),
+        };
+        runtime.policy = Policy::new(Arc::new(approve), asker);
+    }
+    (runtime, policy_settings.sandbox, notes)
 }
 
 /// Builds the registry, the prompt and the watchdog from loaded scripts.

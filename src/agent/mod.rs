@@ -151,6 +151,16 @@ impl Agent {
         &self.registry
     }
 
+    /// The runtime the tools use.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// Swaps the runtime (after `policy.rhai` changed).
+    pub fn set_runtime(&mut self, runtime: Arc<Runtime>) {
+        self.runtime = runtime;
+    }
+
     /// Swaps the tool set (after a script reload).
     pub fn set_registry(&mut self, registry: Arc<Registry>) {
         self.registry = registry;
@@ -414,7 +424,7 @@ impl Agent {
         };
         let dispatch = self.registry.dispatch(call, ctx);
         tokio::pin!(dispatch);
-        tokio::select! {
+        let mut output = tokio::select! {
             biased;
             output = &mut dispatch => output,
             () = cancel.cancelled() => {
@@ -424,7 +434,10 @@ impl Agent {
                     .await
                     .unwrap_or_else(|_| ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED))
             }
-        }
+        };
+        // Whatever the tool, secret values never reach the model or the logs.
+        output.text = self.runtime.redact(output.text);
+        output
     }
 
     /// The workspace identifier after a call (on a blocking thread: it may

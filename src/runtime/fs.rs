@@ -23,8 +23,8 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// are kept, relative ones are joined to `workspace`.
 ///
 /// The `Err` is a short reason (no leading "Error"), which the calling tool
-/// wraps into its message. Confinement to the workspace is not checked yet;
-/// when it is, it belongs here.
+/// wraps into its message. Confinement is checked by [`confine`], through
+/// `Runtime::resolve`.
 pub fn resolve(workspace: &Path, path: &str) -> Result<PathBuf, String> {
     if path.trim().is_empty() {
         return Err("the path is empty".to_string());
@@ -37,6 +37,69 @@ pub fn resolve(workspace: &Path, path: &str) -> Result<PathBuf, String> {
         Ok(p.to_path_buf())
     } else {
         Ok(workspace.join(p))
+    }
+}
+
+/// Checks that `path` (absolute) stays inside one of `roots` (canonical
+/// directories) once `..` and symlinks are resolved. Returns the resolved
+/// path: the canonical form of its longest existing ancestor, with the
+/// components that do not exist yet appended.
+///
+/// `..` that climbs out, an absolute path elsewhere, and a symlink whose
+/// target lies outside are all refused.
+pub fn confine(roots: &[PathBuf], path: &Path) -> Result<PathBuf, String> {
+    let resolved = resolve_existing(&lexical(path));
+    if roots.iter().any(|root| resolved.starts_with(root)) {
+        return Ok(resolved);
+    }
+    let inside = roots
+        .first()
+        .map(|r| r.display().to_string())
+        .unwrap_or_else(|| "(none)".into());
+    Err(format!(
+        "it resolves to {}, which is outside the workspace {inside}; file tools only work inside the workspace (use a path inside it, or ask the user to add the directory to extra_roots in policy.rhai)",
+        resolved.display()
+    ))
+}
+
+/// Removes `.` and resolves `..` without touching the file system.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Canonicalizes the longest existing ancestor and appends the rest.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(canonical) = existing.canonicalize() {
+            let mut out = canonical;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 

@@ -5,9 +5,11 @@
 //!
 //! - [`process`]: run one shell command in its own process group, with a
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
-//! - [`fs`]: path resolution against the workspace and atomic writes.
+//! - [`fs`]: path resolution and confinement to the workspace, atomic writes.
+//! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
 
 pub mod fs;
+pub mod policy;
 pub mod process;
 
 use std::path::PathBuf;
@@ -67,26 +69,113 @@ pub struct Runtime {
     pub limits: Limits,
     /// The environment child processes get, already scrubbed of secrets.
     pub child_env: Vec<(String, String)>,
+    /// Canonical directories file tools may use: the workspace, the spill
+    /// dir (so the model can read saved outputs), and any extra roots.
+    roots: Vec<PathBuf>,
+    /// The approval policy for commands and writes.
+    pub policy: policy::Policy,
+    /// Secret values (the API key, scrubbed variables) removed from every
+    /// tool output.
+    redactions: Vec<String>,
+}
+
+/// Secret values shorter than this are not redacted from outputs: they
+/// would match ordinary text.
+const MIN_REDACTED_LEN: usize = 8;
+
+/// Why a command did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The policy or the person refused it; the text is for the model.
+    #[error("{0}")]
+    Denied(String),
+    /// It could not be started.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 impl Runtime {
     /// A runtime rooted at `workspace`, spilling to `spill_dir`, with the
-    /// given environment scrubbed by [`is_secret_var`].
+    /// given environment scrubbed by [`is_secret_var`] and a policy that
+    /// allows everything.
     pub fn new(
         workspace: PathBuf,
         spill_dir: PathBuf,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Self {
-        Runtime {
+        Self::with_secret_rule(workspace, spill_dir, env, &is_secret_var)
+    }
+
+    /// Like [`Runtime::new`], with the script's rule for secret names.
+    pub fn with_secret_rule(
+        workspace: PathBuf,
+        spill_dir: PathBuf,
+        env: impl IntoIterator<Item = (String, String)>,
+        is_secret: &dyn Fn(&str) -> bool,
+    ) -> Self {
+        let (secret, child_env): (Vec<_>, Vec<_>) =
+            env.into_iter().partition(|(k, _)| is_secret(k));
+        let mut runtime = Runtime {
             workspace,
             spill_dir,
             limits: Limits::default(),
-            child_env: env.into_iter().filter(|(k, _)| !is_secret_var(k)).collect(),
+            child_env,
+            roots: Vec::new(),
+            policy: policy::Policy::default(),
+            redactions: secret
+                .into_iter()
+                .map(|(_, v)| v)
+                .filter(|v| v.len() >= MIN_REDACTED_LEN)
+                .collect(),
+        };
+        runtime.set_extra_roots(&[]);
+        runtime
+    }
+
+    /// Sets the directories file tools may use besides the workspace and
+    /// the spill dir.
+    pub fn set_extra_roots(&mut self, extra: &[PathBuf]) {
+        let canonical = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
+        self.roots = [&self.workspace, &self.spill_dir]
+            .into_iter()
+            .chain(extra.iter())
+            .map(canonical)
+            .collect();
+    }
+
+    /// Adds a secret value to remove from every tool output.
+    pub fn add_redaction(&mut self, value: &str) {
+        if value.len() >= MIN_REDACTED_LEN && !self.redactions.iter().any(|r| r == value) {
+            self.redactions.push(value.to_string());
         }
     }
-}
 
-impl Runtime {
+    /// Removes secret values from a tool's output.
+    pub fn redact(&self, text: String) -> String {
+        if !self.redactions.iter().any(|r| text.contains(r.as_str())) {
+            return text;
+        }
+        self.redactions
+            .iter()
+            .fold(text, |t, r| t.replace(r.as_str(), "[redacted]"))
+    }
+
+    /// Resolves a path a tool was given: relative to the workspace, and
+    /// confined to the allowed roots. `Err` is a reason for the model.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
+        let joined = fs::resolve(&self.workspace, path)?;
+        fs::confine(&self.roots, &joined)
+    }
+
+    /// Asks the policy whether `path` may be written.
+    pub async fn check_write(&self, path: &std::path::Path) -> Result<(), String> {
+        self.policy
+            .check(&policy::Action::Write {
+                path: path.to_path_buf(),
+            })
+            .await
+    }
+
     /// The spec for running `command` in the workspace under this runtime's
     /// limits. `timeout` is what the caller asked for; it is clamped to
     /// [`Limits::max_shell_timeout`] and defaults to
@@ -120,15 +209,26 @@ impl Runtime {
     }
 
     /// Runs a shell command: the one entry point for the `run_shell` tool
-    /// and the script API's `shell()`, so both obey the same rules.
+    /// and the script API's `shell()`, so both obey the same rules (the
+    /// approval policy first, then the limits).
     pub async fn run_command(
         &self,
         command: &str,
         timeout: Option<Duration>,
         label: &str,
         cancel: &tokio_util::sync::CancellationToken,
-    ) -> std::io::Result<process::Outcome> {
-        process::run(self.command_spec(command, timeout, label), cancel.clone()).await
+    ) -> Result<process::Outcome, RunError> {
+        self.policy
+            .check(&policy::Action::Shell {
+                command: command.to_string(),
+            })
+            .await
+            .map_err(RunError::Denied)?;
+        let mut outcome =
+            process::run(self.command_spec(command, timeout, label), cancel.clone()).await?;
+        outcome.stdout.text = self.redact(std::mem::take(&mut outcome.stdout.text));
+        outcome.stderr.text = self.redact(std::mem::take(&mut outcome.stderr.text));
+        Ok(outcome)
     }
 }
 

@@ -14,6 +14,7 @@
 //! | `now()`, `now(format)` | local time, `%Y-%m-%d %H:%M:%S %:z` by default |
 //! | `unix_time()` | seconds since 1970 |
 //! | `json_parse(text)`, `json_stringify(value)` | JSON in and out |
+//! | `regex_match(text, pattern)`, `regex_escape(text)` | regular expressions (Rust `regex` syntax) |
 //!
 //! Shell commands and file access go through [`crate::runtime`], the same
 //! layer the built-in tools use, so its timeouts, output caps, secret
@@ -73,6 +74,8 @@ pub fn register(engine: &mut Engine) {
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0)
         });
+    engine.register_fn("regex_match", regex_match);
+    engine.register_fn("regex_escape", |text: &str| regex::escape(text));
     engine.register_fn("json_parse", json_parse);
     engine.register_fn("json_stringify", json_stringify);
 }
@@ -120,7 +123,10 @@ fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
     let started = Instant::now();
     let outcome = handle.block_on(runtime.run_command(cmd, timeout, &label, &cancel));
     credit_host_time(started.elapsed());
-    let outcome = outcome.map_err(|e| format!("shell: cannot run {cmd:?}: {e}"))?;
+    let outcome = outcome.map_err(|e| match e {
+        crate::runtime::RunError::Denied(text) => format!("shell: {text}"),
+        crate::runtime::RunError::Io(e) => format!("shell: cannot run {cmd:?}: {e}"),
+    })?;
     let mut map = Map::new();
     map.insert(
         "exit_code".into(),
@@ -144,7 +150,9 @@ fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
 
 fn resolve(path: &str) -> Res<std::path::PathBuf> {
     let (runtime, ..) = call_context()?;
-    fs::resolve(&runtime.workspace, path).map_err(Into::into)
+    runtime
+        .resolve(path)
+        .map_err(|reason| format!("cannot use the path {path:?}: {reason}").into())
 }
 
 fn read_file(path: &str) -> Res<String> {
@@ -155,6 +163,11 @@ fn read_file(path: &str) -> Res<String> {
 
 fn write_file(path: &str, text: &str) -> Res<i64> {
     let full = resolve(path)?;
+    let (runtime, handle, _) = call_context()?;
+    let started = Instant::now();
+    let allowed = handle.block_on(runtime.check_write(&full));
+    credit_host_time(started.elapsed());
+    allowed.map_err(|text| format!("write_file: {text}"))?;
     if let Some(parent) = full.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("write_file {path:?}: {e}"))?;
     }
@@ -219,6 +232,29 @@ fn now_fmt(fmt: &str) -> Res<String> {
     write!(out, "{}", chrono::Local::now().format(fmt))
         .map_err(|_| format!("now: invalid time format {fmt:?}"))?;
     Ok(out)
+}
+
+/// Compiled patterns, so a hook called per command does not recompile.
+static PATTERNS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, regex::Regex>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Most patterns kept compiled at once.
+const MAX_CACHED_PATTERNS: usize = 256;
+
+fn regex_match(text: &str, pattern: &str) -> Res<bool> {
+    let mut cache = PATTERNS
+        .lock()
+        .map_err(|_| "regex_match: the pattern cache is unusable")?;
+    if !cache.contains_key(pattern) {
+        let re = regex::Regex::new(pattern)
+            .map_err(|e| format!("regex_match: invalid pattern {pattern:?}: {e}"))?;
+        if cache.len() >= MAX_CACHED_PATTERNS {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), re);
+    }
+    Ok(cache.get(pattern).is_some_and(|re| re.is_match(text)))
 }
 
 fn json_parse(text: &str) -> Res<Dynamic> {

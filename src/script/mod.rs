@@ -18,6 +18,7 @@
 pub mod api;
 pub mod engine;
 pub mod error;
+pub mod policy;
 pub mod tools;
 
 use std::path::{Path, PathBuf};
@@ -37,11 +38,13 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (PROMPT, include_str!("../../scripts/prompt.rhai")),
     (TOOLS, include_str!("../../scripts/tools.rhai")),
     (WATCHDOG, include_str!("../../scripts/watchdog.rhai")),
+    (POLICY, include_str!("../../scripts/policy.rhai")),
 ];
 
 pub const PROMPT: &str = "prompt.rhai";
 pub const TOOLS: &str = "tools.rhai";
 pub const WATCHDOG: &str = "watchdog.rhai";
+pub const POLICY: &str = "policy.rhai";
 
 /// Where a loaded script came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,6 +164,11 @@ fn validate(script: &Script) -> Result<(), String> {
             need("settings", 0)?;
             need("is_progress", 1)?;
             need("repair_prompt", 1)
+        }
+        POLICY => {
+            need("settings", 0)?;
+            need("is_secret", 1)?;
+            need("approve", 1)
         }
         _ => Ok(()),
     }
@@ -300,6 +308,19 @@ impl ScriptHost {
         let value = script.call_hook("system_prompt", vec![prompt_context_map(ctx)])?;
         Ok(value.to_string())
     }
+}
+
+fn approve_sample(approve: &policy::ScriptApprove) -> Dynamic {
+    let mut m = Map::new();
+    m.insert("kind".into(), "shell".into());
+    m.insert("command".into(), "rm -rf /tmp/sample".into());
+    m.insert("path".into(), "".into());
+    m.insert(
+        "workspace".into(),
+        approve.workspace.display().to_string().into(),
+    );
+    m.insert("home".into(), approve.home.clone().into());
+    Dynamic::from_map(m)
 }
 
 fn missing(name: &str) -> ScriptError {
@@ -521,6 +542,31 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                 summary: m,
             })?;
             Ok("settings(), is_progress(record) and repair_prompt(stop) work".to_string())
+        }
+        POLICY => {
+            let settings =
+                policy::PolicySettings::from_script(script).map_err(|m| ScriptError {
+                    rendered: format!("error: {m}\n --> {}\n", script.display_path()),
+                    summary: m,
+                })?;
+            let secret = script.call_hook("is_secret", vec!["SAMPLE_TOKEN".into()])?;
+            expect("is_secret(name)", &secret, secret.is_bool())?;
+            let approve = policy::ScriptApprove {
+                script: std::sync::Arc::new(compile(
+                    POLICY,
+                    script.source.clone(),
+                    script.origin.clone(),
+                )?),
+                workspace: PathBuf::from("/home/user/project"),
+                home: "/home/user".into(),
+            };
+            let map = approve_sample(&approve);
+            let decision = script.call_hook("approve", vec![map])?;
+            expect("approve(action)", &decision, decision.is_map())?;
+            Ok(format!(
+                "settings(), is_secret(name) and approve(action) work; sandbox {}",
+                if settings.sandbox { "on" } else { "off" }
+            ))
         }
         _ => Ok(String::new()),
     }

@@ -10,13 +10,66 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 use tokio_util::sync::CancellationToken;
 
+use super::Style;
 use super::TextSink;
 use crate::agent::{Agent, TurnOutcome};
 use crate::cli::exit;
 use crate::config::Settings;
+use crate::runtime::policy::{Action, Answer, Asker};
 use crate::script::{LoadNote, ScriptHost};
 use crate::session;
 use crate::tools::ToolOrigin;
+
+/// Asks the person at the terminal, while a turn runs: yes, no, or always
+/// (for this reason, for the rest of the session).
+pub struct TerminalAsker {
+    style: Style,
+}
+
+impl TerminalAsker {
+    pub fn new(style: Style) -> Self {
+        TerminalAsker { style }
+    }
+}
+
+/// Reads the answer to an approval question: `y`, `a` (always); anything
+/// else is no.
+pub fn parse_answer(line: &str) -> Answer {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Yes,
+        "a" | "always" => Answer::Always,
+        _ => Answer::No,
+    }
+}
+
+impl Asker for TerminalAsker {
+    fn ask(
+        &self,
+        action: &Action,
+        reason: &str,
+    ) -> futures_util::future::BoxFuture<'static, Answer> {
+        let question = format!(
+            "{} the agent wants to {}: {reason}.\n  Allow? [y]es / [N]o / [a]lways for this reason: ",
+            self.style.yellow("approval:"),
+            action.describe()
+        );
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                use std::io::{BufRead, Write};
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "{question}");
+                let _ = err.flush();
+                let mut line = String::new();
+                match std::io::stdin().lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => Answer::No,
+                    Ok(_) => parse_answer(&line),
+                }
+            })
+            .await
+            .unwrap_or(Answer::No)
+        })
+    }
+}
 
 /// What a line typed at the prompt means.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +136,7 @@ pub fn run(
     agent: &mut Agent,
     mut host: ScriptHost,
     settings: &Settings,
+    asker: Arc<dyn Asker>,
     sink: Arc<TextSink>,
 ) -> u8 {
     let mut editor = match DefaultEditor::new() {
@@ -134,10 +188,10 @@ pub fn run(
                 let (used, limit) = agent.budget();
                 eprintln!("  {used} of {limit} turns used in the current turn's budget");
             }
-            Input::Reload => reload(agent, &mut host, settings, true),
+            Input::Reload => reload(agent, &mut host, settings, &asker, true),
             Input::Message(text) => {
                 if host.changed() {
-                    reload(agent, &mut host, settings, false);
+                    reload(agent, &mut host, settings, &asker, false);
                 }
                 let cancel = CancellationToken::new();
                 let watcher = interrupt_watcher(rt, &cancel);
@@ -181,7 +235,13 @@ fn interrupt_watcher(
     })
 }
 
-fn reload(agent: &mut Agent, host: &mut ScriptHost, settings: &Settings, force: bool) {
+fn reload(
+    agent: &mut Agent,
+    host: &mut ScriptHost,
+    settings: &Settings,
+    asker: &Arc<dyn Asker>,
+    force: bool,
+) {
     let notes = host.reload(force);
     for note in &notes {
         match note {
@@ -189,6 +249,18 @@ fn reload(agent: &mut Agent, host: &mut ScriptHost, settings: &Settings, force: 
             other => eprintln!("warning: {}", other.message().trim_end()),
         }
     }
+    let spill_dir = agent.runtime().spill_dir.clone();
+    let (runtime, _sandbox, runtime_notes) = session::runtime(
+        host,
+        settings,
+        spill_dir,
+        std::env::vars().collect(),
+        asker.clone(),
+    );
+    for note in &runtime_notes {
+        eprintln!("warning: {}", note.trim_end());
+    }
+    agent.set_runtime(Arc::new(runtime));
     let setup = session::assemble(host, &settings.workspace, agent_model(settings));
     for note in &setup.notes {
         eprintln!("warning: {}", note.trim_end());

@@ -96,6 +96,9 @@ impl Tool for EditFile {
                 Ok(path) => path,
                 Err(output) => return output,
             };
+            if let Err(text) = ctx.runtime.check_write(&path).await {
+                return ToolOutput::failed(ErrorKind::Denied, text);
+            }
             let replace_all = arg_bool(&args, "replace_all");
             blocking(move || edit_file(&path, &shown, &old, &new, replace_all)).await
         })

@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use super::{Tool, ToolContext};
 use crate::protocol::{ErrorKind, ToolOutput};
-use crate::runtime::fs;
 
 pub use edit::EditFile;
 pub use list::ListDir;
@@ -41,7 +40,7 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
 /// Resolves a path argument against the workspace, or returns the output
 /// that tells the model why the path cannot be used.
 fn resolve_path(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolOutput> {
-    fs::resolve(&ctx.runtime.workspace, path).map_err(|reason| {
+    ctx.runtime.resolve(path).map_err(|reason| {
         ToolOutput::failed(ErrorKind::InvalidArgs, messages::bad_path(path, &reason))
     })
 }

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolContext, cancelled, messages};
 use crate::protocol::{ErrorKind, ToolOutput};
+use crate::runtime::RunError;
 use crate::runtime::process::{Captured, Ended, Outcome};
 use crate::runtime::{DEFAULT_INACTIVITY_TIMEOUT, DEFAULT_SHELL_TIMEOUT, MAX_SHELL_TIMEOUT};
 use crate::tools::{Tool, ToolSpec, arg_str, arg_u64};
@@ -100,7 +101,10 @@ impl Tool for RunShell {
                 .await
             {
                 Ok(outcome) => format_outcome(&outcome, timeout, inactivity, max),
-                Err(e) => ToolOutput::failed(ErrorKind::Failed, messages::shell_spawn_failed(&e)),
+                Err(RunError::Denied(text)) => ToolOutput::failed(ErrorKind::Denied, text),
+                Err(RunError::Io(e)) => {
+                    ToolOutput::failed(ErrorKind::Failed, messages::shell_spawn_failed(&e))
+                }
             }
         })
     }

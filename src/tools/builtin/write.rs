@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::{ToolContext, blocking, cancelled, failed, messages, resolve_path};
-use crate::protocol::ToolOutput;
+use crate::protocol::{ErrorKind, ToolOutput};
 use crate::runtime::fs::write_atomic;
 use crate::tools::{Tool, ToolSpec, arg_str};
 
@@ -70,6 +70,9 @@ impl Tool for WriteFile {
                 Ok(path) => path,
                 Err(output) => return output,
             };
+            if let Err(text) = ctx.runtime.check_write(&path).await {
+                return ToolOutput::failed(ErrorKind::Denied, text);
+            }
             let content = arg_str(&args, "content").to_string();
             blocking(move || write_file(&path, &shown, content.as_bytes())).await
         })
