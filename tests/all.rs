@@ -4,6 +4,8 @@
 //! - `turn_loop`: the agent loop in-process: tool results reach the model,
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
+//! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
+//!   that must not (real work), through the same pure `replay::run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -11,3 +13,4 @@ mod common;
 mod binary;
 mod client;
 mod turn_loop;
+mod watchdog_scenarios;
