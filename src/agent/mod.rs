@@ -355,7 +355,7 @@ impl Agent {
             let is_write = self
                 .watchdog
                 .as_ref()
-                .is_some_and(|w| w.settings().write_tools.iter().any(|t| *t == call.name));
+                .is_some_and(|w| w.settings().write_tools.contains(&call.name));
             let changes_files = is_write
                 || call.name == "run_shell"
                 || self

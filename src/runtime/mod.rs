@@ -157,6 +157,16 @@ pub fn sanitize_label(label: &str) -> String {
     }
 }
 
+/// Whether an environment variable looks like a secret and must not reach
+/// child processes: names containing KEY, TOKEN, SECRET or PASSWORD (any
+/// case), which covers `AGENT_API_KEY` itself.
+pub fn is_secret_var(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+        .iter()
+        .any(|needle| upper.contains(needle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,14 +204,4 @@ mod tests {
         let names: Vec<&str> = rt.child_env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME"]);
     }
-}
-
-/// Whether an environment variable looks like a secret and must not reach
-/// child processes: names containing KEY, TOKEN, SECRET or PASSWORD (any
-/// case), which covers `AGENT_API_KEY` itself.
-pub fn is_secret_var(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-        .iter()
-        .any(|needle| upper.contains(needle))
 }
