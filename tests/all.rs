@@ -7,6 +7,8 @@
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
+//! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
+//!   that must not (real work), through the same pure `replay::run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -17,3 +19,4 @@ mod runtime_safety;
 mod scripts;
 mod turn_loop;
 mod watchdog_live;
+mod watchdog_scenarios;

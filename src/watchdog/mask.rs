@@ -5,13 +5,17 @@
 //! "the same outcome" when they are equal after masking what changes from
 //! run to run without meaning anything: timestamps, durations, pids, hex
 //! addresses, long hashes, UUIDs and temp paths ([`mask_volatile`]). Plain
-//! numbers stay, so "3 passed" and "4 passed" differ.
+//! numbers stay, so "3 passed" and "4 passed" differ. An output "says
+//! nothing" when all it holds is a tool's placeholder for emptiness and the
+//! shell's exit-code line ([`says_nothing`]).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
+
+use crate::tools::builtin::messages;
 
 /// JSON text with object keys sorted at every level, so `{a,b}` and
 /// `{b,a}` give the same key.
@@ -114,6 +118,28 @@ pub fn mask_volatile(text: &str) -> String {
     out
 }
 
+/// What the built-in tools print in place of an empty result.
+const EMPTY_PLACEHOLDERS: [&str; 3] = [
+    messages::SHELL_NO_OUTPUT,
+    messages::READ_EMPTY_FILE,
+    messages::LIST_EMPTY_DIR,
+];
+
+/// Whether an output carries nothing: it is blank, or a placeholder such as
+/// `(no output)`, once the shell's `[exit code: N]` line is set aside. The
+/// shell always prints that line, so without this a command that found
+/// nothing would look like it showed something.
+pub fn says_nothing(output: &str, exit_code: Option<i32>) -> bool {
+    let mut text = output.trim();
+    if let Some(code) = exit_code {
+        let status = messages::shell_exit_code(code);
+        if let Some(rest) = text.strip_suffix(status.as_str()) {
+            text = rest.trim_end();
+        }
+    }
+    text.is_empty() || EMPTY_PLACEHOLDERS.contains(&text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +175,17 @@ mod tests {
             mask_volatile("3 passed; 1 failed"),
             mask_volatile("4 passed; 0 failed")
         );
+    }
+
+    #[test]
+    fn placeholders_and_the_exit_code_line_say_nothing() {
+        assert!(says_nothing("", None));
+        assert!(says_nothing("(no output)\n[exit code: 0]", Some(0)));
+        assert!(says_nothing("  (no output)\n[exit code: 1]\n", Some(1)));
+        assert!(says_nothing("(empty file)", None));
+        assert!(says_nothing("(empty directory)", None));
+        assert!(!says_nothing("[]\n[exit code: 0]", Some(0)));
+        assert!(!says_nothing("(no output)\n[exit code: 0]", Some(1)));
+        assert!(!says_nothing("src/main.rs\n[exit code: 0]", Some(0)));
     }
 }

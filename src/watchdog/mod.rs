@@ -5,8 +5,10 @@
 //! stagnation detectors; one repair prompt per user turn, then a stop) and
 //! judges progress by *outcomes* instead of first sightings:
 //!
-//! - a repeated call whose (masked) output changed is progress;
-//! - a write that leaves the workspace unchanged, or returns it to a state
+//! - a repeated call whose (masked) output changed is progress, and an
+//!   output that says nothing (`(no output)`) is not;
+//! - a call that moves the workspace to a new state (a write, `sed -i`) is
+//!   progress; a write that leaves it unchanged, or returns it to a state
 //!   already seen, is not;
 //! - whether a call is progress is decided by `is_progress(record)` in
 //!   `watchdog.rhai`, given the facts computed here.
@@ -30,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{ErrorKind, ToolStatus};
-use mask::{action_key, hash_of, mask_volatile, shape_key};
+use mask::{action_key, hash_of, mask_volatile, says_nothing, shape_key};
 
 /// Thresholds, from `settings()` in `watchdog.rhai`. A detector set to 0
 /// is switched off. Unknown fields are errors, so typos are caught.
@@ -82,9 +84,9 @@ impl Default for Settings {
             poll_repeats: 8,
             consecutive_errors: 3,
             same_error: 3,
-            stagnation: 6,
+            stagnation: 4,
             ping_pong: 2,
-            counter_args: 4,
+            counter_args: 3,
             duplicate_calls: 3,
             repeated_text: 3,
             empty_responses: 1,
@@ -173,6 +175,8 @@ pub struct CallFacts<'a> {
     pub command: &'a str,
     pub first_time: bool,
     pub output_changed: bool,
+    /// The output is blank or only a placeholder such as `(no output)`.
+    pub output_empty: bool,
     pub is_write: bool,
     pub workspace_changed: bool,
     pub workspace_seen: bool,
@@ -401,11 +405,16 @@ impl Watchdog {
             only_waits &= is_wait;
             all_failed &= call.status == ToolStatus::Failed;
 
-            // Workspace facts. Without an identifier a write is presumed
-            // to change the workspace (the seed's rule).
+            // Workspace facts. When the state before the call is unknown
+            // (no identifier, or a log that did not record where it
+            // started), a write is presumed to change the workspace (the
+            // seed's rule) and anything else not to.
             let (workspace_changed, workspace_seen) = match &call.workspace {
                 Some(ws) => {
-                    let changed = t.workspace.as_deref() != Some(ws.as_str());
+                    let changed = match t.workspace.as_deref() {
+                        Some(before) => before != ws,
+                        None => is_write,
+                    };
                     let seen = changed && t.workspaces_seen.contains(ws);
                     t.workspaces_seen.insert(ws.clone());
                     t.workspace = Some(ws.clone());
@@ -426,6 +435,7 @@ impl Watchdog {
                 command,
                 first_time,
                 output_changed,
+                output_empty: says_nothing(&call.output, call.exit_code),
                 is_write,
                 workspace_changed,
                 workspace_seen,
@@ -462,19 +472,21 @@ impl Watchdog {
                 }
             }
 
-            // Counter arguments.
+            // Counter arguments. Waits that differ only by a number
+            // (`sleep 2`, `sleep 4`...) are a back-off: a poller's room.
             let shape = t.shapes.entry(shape_key(&key)).or_default();
             shape.0.insert(key.clone());
             shape.1.insert(outcome);
             shape.2 = if progress { 0 } else { shape.2 + 1 };
-            if on(s.counter_args)
-                && shape.0.len() >= 2
-                && shape.1.len() == 1
-                && shape.2 >= s.counter_args
-            {
+            let (limit, message, rule) = if is_wait {
+                (s.poll_repeats, messages::POLL_REPEATS, "poll_repeats")
+            } else {
+                (s.counter_args, messages::COUNTER_ARGS, "counter_args")
+            };
+            if on(limit) && shape.0.len() >= 2 && shape.1.len() == 1 && shape.2 >= limit {
                 fire(
-                    "counter_args",
-                    messages::COUNTER_ARGS,
+                    rule,
+                    message,
                     format!(
                         "{} calls shaped like {} all gave: {}",
                         shape.2,
@@ -543,9 +555,10 @@ impl Watchdog {
             );
         }
 
-        // Repeated assistant text.
+        // Repeated assistant text. Saying "still waiting" while polling is
+        // not a loop: waiting turns are left to `poll_repeats`.
         let text = record.text.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !text.is_empty() && !record.calls.is_empty() && !turn_progress {
+        if !text.is_empty() && !record.calls.is_empty() && !turn_progress && !only_waits {
             let n = t.texts.entry(text.clone()).or_default();
             *n += 1;
             if on(s.repeated_text) && *n >= s.repeated_text {
@@ -751,6 +764,7 @@ pub fn sample_call_map() -> rhai::Dynamic {
         command: "git commit -m 'fix'",
         first_time: true,
         output_changed: true,
+        output_empty: false,
         is_write: false,
         workspace_changed: true,
         workspace_seen: false,

@@ -87,7 +87,7 @@ impl Rules for ScriptRules {
                 ));
                 false
             }),
-            None => facts.output_changed,
+            None => FallbackRules.is_progress(facts),
         }
     }
 
@@ -126,6 +126,7 @@ pub fn facts_map(f: &CallFacts<'_>) -> Dynamic {
     m.insert("command".into(), f.command.to_string().into());
     m.insert("first_time".into(), f.first_time.into());
     m.insert("output_changed".into(), f.output_changed.into());
+    m.insert("output_empty".into(), f.output_empty.into());
     m.insert("is_write".into(), f.is_write.into());
     m.insert("workspace_changed".into(), f.workspace_changed.into());
     m.insert("workspace_seen".into(), f.workspace_seen.into());
@@ -151,10 +152,10 @@ pub struct FallbackRules;
 impl Rules for FallbackRules {
     fn is_progress(&mut self, f: &CallFacts<'_>) -> bool {
         f.call.status == crate::protocol::ToolStatus::Ok
-            && if f.is_write {
+            && if f.is_write || f.workspace_changed {
                 f.workspace_changed && !f.workspace_seen
             } else {
-                f.output_changed
+                f.output_changed && !f.output_empty
             }
     }
 
