@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, TurnError, TurnOutcome, watchdog_from_script};
-use crate::client::{ApiError, ChatClient, ClientConfig};
+use crate::client::ApiError;
 use crate::config::{Overrides, Settings};
 use crate::protocol::EventSink;
 use crate::runtime::policy::{Answer, Asker, FixedAnswer};
@@ -52,6 +52,10 @@ pub struct Cli {
     /// Model id (overrides AGENT_MODEL).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+
+    /// A model profile from models.rhai (default: the one it names).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 
     /// Show the model's reasoning text (dimmed, on stderr).
     #[arg(long)]
@@ -189,7 +193,13 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         (Some(_), false) => Arc::new(FixedAnswer(Answer::No)),
         (None, _) => Arc::new(crate::ui::repl::TerminalAsker::new(style)),
     };
-    let (mut agent, host, notes) = match build_agent(&settings, asker.clone()) {
+    let (mut agent, settings, host, notes) = match build_agent(
+        &settings,
+        &overrides,
+        env,
+        cli.profile.as_deref(),
+        asker.clone(),
+    ) {
         Ok(built) => built,
         Err(message) => {
             report(&message);
@@ -208,7 +218,7 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         )),
         None => {
             let sink = Arc::new(TextSink::new(style, true, cli.show_reasoning));
-            crate::ui::repl::run(&rt, &mut agent, host, &settings, asker, sink)
+            crate::ui::repl::run(&rt, &mut agent, host, &settings, &overrides, asker, sink)
         }
     }
 }
@@ -219,23 +229,29 @@ fn print_notes(notes: &[String], style: Style) {
     }
 }
 
-/// Builds the agent from settings and the person's scripts. Returns the
-/// agent, the script host (for reloads) and the startup notes.
+/// Builds the agent from the person's scripts, the chosen profile, the
+/// environment and flags. Returns the agent, the resolved settings, the
+/// script host (for reloads) and the startup notes.
 pub fn build_agent(
     settings: &Settings,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: Option<&str>,
     asker: Arc<dyn Asker>,
-) -> Result<(Agent, ScriptHost, Vec<String>), String> {
+) -> Result<(Agent, Settings, ScriptHost, Vec<String>), String> {
     let session_id = session_id();
-    let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session_id);
     let (host, load_notes) = ScriptHost::load(&settings.config_dir);
     let mut notes: Vec<String> = load_notes
         .iter()
         .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
         .map(script::LoadNote::message)
         .collect();
+    let model = session::model_setup(&host, overrides, env, profile)?;
+    let settings = model.settings;
+    let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session_id);
     let (runtime, _sandbox, runtime_notes) = session::runtime(
         &host,
-        settings,
+        &settings,
         spill_dir,
         std::env::vars().collect(),
         asker,
@@ -243,23 +259,18 @@ pub fn build_agent(
     notes.extend(runtime_notes);
     let setup = session::assemble(&host, &settings.workspace, &settings.model);
     notes.extend(setup.notes);
-    let client = ChatClient::new(ClientConfig::new(
-        settings.base_url.clone(),
-        settings.model.clone(),
-        settings.api_key.clone(),
-    ))
-    .map_err(|e| e.to_string())?;
     let mut agent = Agent::new(
-        client,
+        model.client,
         setup.registry,
         Arc::new(runtime),
         setup.system_prompt,
     )
     .with_run_log(RunLog::new(&settings.data_dir, &session_id));
+    agent.set_request_options(model.options);
     if let Some(watchdog) = setup.watchdog {
         agent = agent.with_watchdog(watchdog);
     }
-    Ok((agent, host, notes))
+    Ok((agent, settings, host, notes))
 }
 
 /// A sortable, unique-enough id for this run: local time plus pid.

@@ -27,6 +27,16 @@ pub struct Overrides {
     pub model: Option<String>,
 }
 
+/// Where a model profile points (from `models.rhai`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub name: String,
+    pub base_url: String,
+    pub model: String,
+    /// The variable holding its key; `None` when it needs none.
+    pub key_env: Option<String>,
+}
+
 /// The resolved settings of one run.
 #[derive(Clone)]
 pub struct Settings {
@@ -81,11 +91,23 @@ impl Settings {
         flags: &Overrides,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Settings, ConfigError> {
+        Self::resolve_with(flags, env, None)
+    }
+
+    /// Resolves settings with a model profile underneath. Lowest to
+    /// highest: the built-in defaults, the profile, `AGENT_BASE_URL` /
+    /// `AGENT_MODEL` / `AGENT_API_KEY`, then `--base-url` / `--model`.
+    pub fn resolve_with(
+        flags: &Overrides,
+        env: &dyn Fn(&str) -> Option<String>,
+        profile: Option<&Endpoint>,
+    ) -> Result<Settings, ConfigError> {
         let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        let (base_url, source) = match (&flags.base_url, get(env::BASE_URL)) {
-            (Some(flag), _) => (flag.clone(), "--base-url"),
-            (None, Some(var)) => (var, env::BASE_URL),
-            (None, None) => (DEFAULT_BASE_URL.to_string(), "the default base URL"),
+        let (base_url, source) = match (&flags.base_url, get(env::BASE_URL), profile) {
+            (Some(flag), _, _) => (flag.clone(), "--base-url"),
+            (None, Some(var), _) => (var, env::BASE_URL),
+            (None, None, Some(p)) => (p.base_url.clone(), "the profile's base_url"),
+            (None, None, None) => (DEFAULT_BASE_URL.to_string(), "the default base URL"),
         };
         let base_url = base_url.trim().trim_end_matches('/').to_string();
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
@@ -95,7 +117,11 @@ impl Settings {
             .model
             .clone()
             .or_else(|| get(env::MODEL))
+            .or_else(|| profile.map(|p| p.model.clone()))
             .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        let api_key = get(env::API_KEY)
+            .or_else(|| profile.and_then(|p| p.key_env.as_deref()).and_then(get))
+            .map(|k| k.trim().to_string());
         let dirs = directories::ProjectDirs::from("", "", "agent");
         let config_dir = match get(env::CONFIG_DIR) {
             Some(dir) => PathBuf::from(dir),
@@ -115,7 +141,7 @@ impl Settings {
         Ok(Settings {
             base_url,
             model,
-            api_key: get(env::API_KEY).map(|k| k.trim().to_string()),
+            api_key,
             config_dir,
             data_dir,
             workspace,
@@ -169,6 +195,44 @@ mod tests {
             (s.base_url.as_str(), s.model.as_str()),
             ("https://x.test/v1", "m2")
         );
+    }
+
+    #[test]
+    fn profile_then_env_then_flags() {
+        let profile = Endpoint {
+            name: "local".into(),
+            base_url: "http://localhost:8080/v1".into(),
+            model: "small".into(),
+            key_env: Some("LOCAL_KEY".into()),
+        };
+        let env = env_of(&[
+            ("AGENT_CONFIG_DIR", "/c"),
+            ("AGENT_DATA_DIR", "/d"),
+            ("LOCAL_KEY", "lk"),
+        ]);
+        let s = Settings::resolve_with(&Overrides::default(), &env, Some(&profile)).unwrap();
+        assert_eq!(
+            (s.base_url.as_str(), s.model.as_str(), s.api_key.as_deref()),
+            ("http://localhost:8080/v1", "small", Some("lk"))
+        );
+        let env = env_of(&[
+            ("AGENT_CONFIG_DIR", "/c"),
+            ("AGENT_DATA_DIR", "/d"),
+            ("LOCAL_KEY", "lk"),
+            ("AGENT_MODEL", "env-model"),
+            ("AGENT_API_KEY", "ak"),
+        ]);
+        let s = Settings::resolve_with(&Overrides::default(), &env, Some(&profile)).unwrap();
+        assert_eq!(
+            (s.model.as_str(), s.api_key.as_deref()),
+            ("env-model", Some("ak"))
+        );
+        let flags = Overrides {
+            base_url: None,
+            model: Some("flag-model".into()),
+        };
+        let s = Settings::resolve_with(&flags, &env, Some(&profile)).unwrap();
+        assert_eq!(s.model, "flag-model");
     }
 
     #[test]

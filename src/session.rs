@@ -147,3 +147,69 @@ fn builtin_prompt(ctx: &PromptContext) -> String {
         .map(|v| v.to_string())
         .unwrap_or_else(|_| format!("You are a coding agent working in {}.", ctx.cwd))
 }
+
+/// The model side of a session: resolved settings, the client and the
+/// profile's per-request options.
+pub struct ModelSetup {
+    pub settings: Settings,
+    pub client: crate::client::ChatClient,
+    pub options: Option<Arc<dyn crate::agent::RequestOptions>>,
+    /// The profile's name, when one applied.
+    pub profile: Option<String>,
+    pub context_window: Option<u64>,
+}
+
+/// Picks the profile (`profile` or the default of `models.rhai`) and
+/// resolves settings and the client from it, the environment and flags.
+pub fn model_setup(
+    host: &ScriptHost,
+    overrides: &crate::config::Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: Option<&str>,
+) -> Result<ModelSetup, String> {
+    use crate::script::models;
+    let script = host.get(crate::script::MODELS).cloned();
+    let parsed = match &script {
+        Some(s) => Some(models::parse(s)?),
+        None => None,
+    };
+    let chosen = match (&parsed, profile) {
+        (Some(m), Some(name)) => Some(m.profile(name)?.clone()),
+        (Some(m), None) if !m.profiles.is_empty() => Some(m.profile(&m.default)?.clone()),
+        (None, Some(name)) => {
+            return Err(format!(
+                "there is no profile named {name:?}: models.rhai is not loaded"
+            ));
+        }
+        _ => None,
+    };
+    let settings = Settings::resolve_with(
+        overrides,
+        env,
+        chosen.as_ref().map(models::Profile::endpoint).as_ref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut config = crate::client::ClientConfig::new(
+        settings.base_url.clone(),
+        settings.model.clone(),
+        settings.api_key.clone(),
+    );
+    if let Some(m) = &parsed {
+        m.client.apply(&mut config);
+    }
+    let client = crate::client::ChatClient::new(config).map_err(|e| e.to_string())?;
+    let options: Option<Arc<dyn crate::agent::RequestOptions>> = match (&script, &chosen) {
+        (Some(script), Some(p)) => Some(Arc::new(models::ProfileOptions {
+            script: script.clone(),
+            options: p.options.clone(),
+        })),
+        _ => None,
+    };
+    Ok(ModelSetup {
+        settings,
+        client,
+        options,
+        profile: chosen.as_ref().map(|p| p.name.clone()),
+        context_window: chosen.and_then(|p| p.context_window),
+    })
+}

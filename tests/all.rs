@@ -4,6 +4,7 @@
 //! - `turn_loop`: the agent loop in-process: tool results reach the model,
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
+//! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
@@ -15,6 +16,7 @@ mod common;
 
 mod binary;
 mod client;
+mod profiles;
 mod runtime_safety;
 mod scripts;
 mod turn_loop;

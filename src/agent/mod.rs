@@ -70,6 +70,20 @@ pub fn duplicate_call(first_id: &str) -> String {
     )
 }
 
+/// What a profile's request options may depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestCtx {
+    /// The request number within the current user turn, from 1.
+    pub turn: u32,
+    /// Whether the last message is a tool result.
+    pub after_tool: bool,
+}
+
+/// Extra request-body fields, per request (a profile's `options`).
+pub trait RequestOptions: Send + Sync {
+    fn options(&self, ctx: &RequestCtx) -> Result<Map<String, Value>, String>;
+}
+
 /// How long an interrupted tool may take to wind down (kill its process
 /// group, collect partial output) before the loop answers for it.
 pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
@@ -89,6 +103,9 @@ pub struct Agent {
     run_log: Option<RunLog>,
     /// The person's message, until the first model turn is logged.
     pending_user: Option<String>,
+    options: Option<Arc<dyn RequestOptions>>,
+    /// Requests sent in the current user turn.
+    requests_this_turn: u32,
 }
 
 impl Agent {
@@ -122,6 +139,8 @@ impl Agent {
             workspace: Some(workspace),
             run_log: None,
             pending_user: None,
+            options: None,
+            requests_this_turn: 0,
         }
     }
 
@@ -129,6 +148,21 @@ impl Agent {
     pub fn with_watchdog(mut self, watchdog: Watchdog) -> Self {
         self.watchdog = Some(watchdog);
         self
+    }
+
+    /// Merges a profile's options into every request body.
+    pub fn set_request_options(&mut self, options: Option<Arc<dyn RequestOptions>>) {
+        self.options = options;
+    }
+
+    /// Swaps the model (a new profile).
+    pub fn set_model(&mut self, model: Arc<dyn Model>) {
+        self.model = model;
+    }
+
+    /// The model id requests are sent to.
+    pub fn model_name(&self) -> &str {
+        self.model.name()
     }
 
     /// Swaps the watchdog (after a script reload); the current user turn's
@@ -196,6 +230,7 @@ impl Agent {
     ) -> Result<TurnOutcome, TurnError> {
         self.history.push(Message::user(input));
         self.pending_user = Some(input.to_string());
+        self.requests_this_turn = 0;
         let workspace = self.workspace_id(None).await;
         if let Some(w) = self.watchdog.as_mut() {
             w.begin_user_turn(workspace);
@@ -286,7 +321,22 @@ impl Agent {
         } else {
             Value::Array(Vec::new())
         };
-        let body = wire::request_body(self.model.name(), &self.history, &tools, &self.extra_body);
+        self.requests_this_turn += 1;
+        let mut extra = self.extra_body.clone();
+        if let Some(options) = self.options.clone() {
+            let ctx = RequestCtx {
+                turn: self.requests_this_turn,
+                after_tool: matches!(self.history.last(), Some(Message::Tool { .. })),
+            };
+            match tokio::task::spawn_blocking(move || options.options(&ctx)).await {
+                Ok(Ok(map)) => extra.extend(map),
+                Ok(Err(e)) => sink.emit(Event::Notice(format!(
+                    "models.rhai options failed: {e}; sending the request without them"
+                ))),
+                Err(e) => sink.emit(Event::Notice(format!("models.rhai options failed: {e}"))),
+            }
+        }
+        let body = wire::request_body(self.model.name(), &self.history, &tools, &extra);
         let mut partial = String::new();
         let result = {
             let mut on_piece = |piece: Piece| match piece {

@@ -18,6 +18,7 @@
 pub mod api;
 pub mod engine;
 pub mod error;
+pub mod models;
 pub mod policy;
 pub mod tools;
 
@@ -39,12 +40,14 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (TOOLS, include_str!("../../scripts/tools.rhai")),
     (WATCHDOG, include_str!("../../scripts/watchdog.rhai")),
     (POLICY, include_str!("../../scripts/policy.rhai")),
+    (MODELS, include_str!("../../scripts/models.rhai")),
 ];
 
 pub const PROMPT: &str = "prompt.rhai";
 pub const TOOLS: &str = "tools.rhai";
 pub const WATCHDOG: &str = "watchdog.rhai";
 pub const POLICY: &str = "policy.rhai";
+pub const MODELS: &str = "models.rhai";
 
 /// Where a loaded script came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,6 +173,7 @@ fn validate(script: &Script) -> Result<(), String> {
             need("is_secret", 1)?;
             need("approve", 1)
         }
+        MODELS => models::parse(script).map(|_| ()),
         _ => Ok(()),
     }
 }
@@ -566,6 +570,55 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
             Ok(format!(
                 "settings(), is_secret(name) and approve(action) work; sandbox {}",
                 if settings.sandbox { "on" } else { "off" }
+            ))
+        }
+        MODELS => {
+            let models = models::parse(script).map_err(|m| ScriptError {
+                rendered: format!("error: {m}\n"),
+                summary: m,
+            })?;
+            let mut lines = Vec::new();
+            for profile in models.profiles.values() {
+                if let models::Options::Function(_) = profile.options {
+                    let hook = models::ProfileOptions {
+                        script: std::sync::Arc::new(compile(
+                            MODELS,
+                            script.source.clone(),
+                            script.origin.clone(),
+                        )?),
+                        options: profile.options.clone(),
+                    };
+                    use crate::agent::RequestOptions;
+                    hook.options(&crate::agent::RequestCtx {
+                        turn: 1,
+                        after_tool: false,
+                    })
+                    .map_err(|m| ScriptError {
+                        rendered: format!("error: profile `{}`: options: {m}\n", profile.name),
+                        summary: m,
+                    })?;
+                }
+                let key = if profile.key_env.is_empty() {
+                    "no key needed".to_string()
+                } else if std::env::var(&profile.key_env).is_ok_and(|v| !v.is_empty()) {
+                    format!("key in {}", profile.key_env)
+                } else {
+                    format!("{} is not set", profile.key_env)
+                };
+                let mark = if profile.name == models.default {
+                    " (default)"
+                } else {
+                    ""
+                };
+                lines.push(format!(
+                    "\n    {}{mark}: {} at {}; {key}",
+                    profile.name, profile.model, profile.base_url
+                ));
+            }
+            Ok(format!(
+                "{} profiles:{}",
+                models.profiles.len(),
+                lines.concat()
             ))
         }
         _ => Ok(String::new()),

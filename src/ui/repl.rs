@@ -14,7 +14,7 @@ use super::Style;
 use super::TextSink;
 use crate::agent::{Agent, TurnOutcome};
 use crate::cli::exit;
-use crate::config::Settings;
+use crate::config::{Overrides, Settings};
 use crate::runtime::policy::{Action, Answer, Asker};
 use crate::script::{LoadNote, ScriptHost};
 use crate::session;
@@ -80,6 +80,8 @@ pub enum Input {
     Tools,
     Reload,
     Budget,
+    /// `/model` shows the model; `/model NAME` switches to a profile.
+    Model(Option<String>),
     Exit,
     /// An unknown slash command, with a hint.
     Unknown(String),
@@ -96,6 +98,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("/reload", "reload the scripts from the config dir"),
     ("/budget", "show the watchdog's budget for the current turn"),
+    ("/model", "show the model, or switch profile: /model NAME"),
     ("/exit", "leave (also Ctrl+D)"),
 ];
 
@@ -114,6 +117,7 @@ pub fn parse(line: &str) -> Input {
         "/tools" => Input::Tools,
         "/reload" => Input::Reload,
         "/budget" => Input::Budget,
+        "/model" => Input::Model(trimmed.split_whitespace().nth(1).map(str::to_string)),
         "/exit" | "/quit" => Input::Exit,
         other => {
             let close = COMMANDS
@@ -136,9 +140,12 @@ pub fn run(
     agent: &mut Agent,
     mut host: ScriptHost,
     settings: &Settings,
+    overrides: &Overrides,
     asker: Arc<dyn Asker>,
     sink: Arc<TextSink>,
 ) -> u8 {
+    let mut settings = settings.clone();
+    let settings = &mut settings;
     let mut editor = match DefaultEditor::new() {
         Ok(e) => e,
         Err(e) => {
@@ -189,6 +196,24 @@ pub fn run(
                 eprintln!("  {used} of {limit} turns used in the current turn's budget");
             }
             Input::Reload => reload(agent, &mut host, settings, &asker, true),
+            Input::Model(None) => {
+                eprintln!("  model {} at {}", agent.model_name(), settings.base_url)
+            }
+            Input::Model(Some(name)) => {
+                let env = |k: &str| std::env::var(k).ok();
+                match session::model_setup(&host, overrides, &env, Some(&name)) {
+                    Ok(model) => {
+                        agent.set_model(Arc::new(model.client));
+                        agent.set_request_options(model.options);
+                        *settings = model.settings;
+                        eprintln!(
+                            "  switched to profile {name}: model {} at {}",
+                            settings.model, settings.base_url
+                        );
+                    }
+                    Err(e) => sink.error(&e),
+                }
+            }
             Input::Message(text) => {
                 if host.changed() {
                     reload(agent, &mut host, settings, &asker, false);
@@ -289,6 +314,11 @@ mod tests {
         assert_eq!(parse("fix the bug"), Input::Message("fix the bug".into()));
         assert_eq!(parse("/reload"), Input::Reload);
         assert_eq!(parse("/quit"), Input::Exit);
+        assert_eq!(parse("/model"), Input::Model(None));
+        assert_eq!(
+            parse("/model  ollama "),
+            Input::Model(Some("ollama".into()))
+        );
         assert_eq!(
             parse("// not a command"),
             Input::Message("// not a command".into())

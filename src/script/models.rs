@@ -1,0 +1,310 @@
+//! `models.rhai`: model profiles (endpoint, key variable, model id, context
+//! window, request options) and the client's network settings.
+//!
+//! Options are a map merged into every request body, or a closure of the
+//! request (`|ctx| ...`, with `ctx.turn` and `ctx.after_tool`) called for
+//! each request on a blocking thread.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rhai::{Dynamic, FnPtr, Map};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::engine::{CallGuard, SCRIPT_CALL_BUDGET, engine};
+use super::{Script, api, error};
+use crate::agent::{RequestCtx, RequestOptions};
+use crate::client::ClientConfig;
+use crate::config::Endpoint;
+
+/// The client settings of `models.rhai`, in seconds.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientSettings {
+    pub max_attempts: u32,
+    pub connect_timeout: u64,
+    pub first_token_timeout: u64,
+    pub idle_timeout: u64,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            max_attempts: crate::client::MAX_ATTEMPTS,
+            connect_timeout: crate::client::CONNECT_TIMEOUT.as_secs(),
+            first_token_timeout: crate::client::FIRST_TOKEN_TIMEOUT.as_secs(),
+            idle_timeout: crate::client::IDLE_TIMEOUT.as_secs(),
+        }
+    }
+}
+
+impl ClientSettings {
+    /// Applies these settings to a client config.
+    pub fn apply(&self, config: &mut ClientConfig) {
+        config.max_attempts = self.max_attempts.max(1);
+        config.connect_timeout = Duration::from_secs(self.connect_timeout.max(1));
+        config.first_token_timeout = Duration::from_secs(self.first_token_timeout.max(1));
+        config.idle_timeout = Duration::from_secs(self.idle_timeout.max(1));
+    }
+}
+
+/// The plain fields of a profile (everything but `options`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFields {
+    base_url: String,
+    #[serde(default)]
+    key_env: String,
+    model: String,
+    #[serde(default)]
+    context_window: Option<u64>,
+}
+
+/// A profile's request options.
+#[derive(Clone, Debug)]
+pub enum Options {
+    Fixed(serde_json::Map<String, Value>),
+    Function(FnPtr),
+}
+
+/// One profile.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub name: String,
+    pub base_url: String,
+    /// The variable holding the key; empty for none.
+    pub key_env: String,
+    pub model: String,
+    pub context_window: Option<u64>,
+    pub options: Options,
+}
+
+impl Profile {
+    /// The endpoint part, for settings resolution.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            name: self.name.clone(),
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            key_env: (!self.key_env.is_empty()).then(|| self.key_env.clone()),
+        }
+    }
+}
+
+/// Everything `models.rhai` says.
+#[derive(Clone, Debug)]
+pub struct Models {
+    pub default: String,
+    pub client: ClientSettings,
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+impl Models {
+    /// The profile called `name`; the error lists the known ones.
+    pub fn profile(&self, name: &str) -> Result<&Profile, String> {
+        self.profiles.get(name).ok_or_else(|| {
+            format!(
+                "there is no profile named {name:?} in models.rhai; known profiles: {}",
+                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+}
+
+/// Reads `models.rhai`'s value. Every problem names the profile and field.
+pub fn parse(script: &Script) -> Result<Models, String> {
+    let value = script.value.flatten_clone();
+    let Some(top) = value.read_lock::<Map>().map(|m| m.clone()) else {
+        return Err(format!(
+            "models.rhai must end with a map #{{ default_profile, client, profiles }}, not {}",
+            value.type_name()
+        ));
+    };
+    for key in top.keys() {
+        if !["default_profile", "client", "profiles"].contains(&key.as_str()) {
+            return Err(format!(
+                "models.rhai: unknown field `{key}` at the top level (expected default_profile, client, profiles)"
+            ));
+        }
+    }
+    let client = match top.get("client") {
+        None => ClientSettings::default(),
+        Some(c) => {
+            let json = api::to_json(c).map_err(|e| format!("models.rhai: `client`: {e}"))?;
+            serde_json::from_value(json).map_err(|e| format!("models.rhai: `client`: {e}"))?
+        }
+    };
+    let Some(profiles_map) = top
+        .get("profiles")
+        .and_then(|p| p.read_lock::<Map>().map(|m| m.clone()))
+    else {
+        return Err(
+            "models.rhai: `profiles` must be a map of name: #{ base_url, key_env, model, ... }"
+                .into(),
+        );
+    };
+    let mut profiles = BTreeMap::new();
+    for (name, entry) in profiles_map {
+        let at = format!("models.rhai: profile `{name}`");
+        let Some(mut map) = entry.read_lock::<Map>().map(|m| m.clone()) else {
+            return Err(format!("{at} must be a map"));
+        };
+        let options = match map.remove("options").map(|o| o.flatten()) {
+            None => Options::Fixed(serde_json::Map::new()),
+            Some(o) if o.is_fnptr() => Options::Function(o.cast::<FnPtr>()),
+            Some(o) => match api::to_json(&o).map_err(|e| format!("{at}: `options`: {e}"))? {
+                Value::Object(m) => Options::Fixed(m),
+                other => {
+                    return Err(format!(
+                        "{at}: `options` must be a map or a function, not {other}"
+                    ));
+                }
+            },
+        };
+        let json = api::to_json(&Dynamic::from_map(map)).map_err(|e| format!("{at}: {e}"))?;
+        let fields: ProfileFields =
+            serde_json::from_value(json).map_err(|e| format!("{at}: {e}"))?;
+        if !(fields.base_url.starts_with("http://") || fields.base_url.starts_with("https://")) {
+            return Err(format!(
+                "{at}: base_url {:?} is not an http(s) URL",
+                fields.base_url
+            ));
+        }
+        profiles.insert(
+            name.to_string(),
+            Profile {
+                name: name.to_string(),
+                base_url: fields.base_url,
+                key_env: fields.key_env,
+                model: fields.model,
+                context_window: fields.context_window,
+                options,
+            },
+        );
+    }
+    let default = match top.get("default_profile") {
+        Some(d) if d.is_string() => d.to_string(),
+        Some(d) => {
+            return Err(format!(
+                "models.rhai: `default_profile` must be a profile name, not {}",
+                d.type_name()
+            ));
+        }
+        None => profiles.keys().next().cloned().unwrap_or_default(),
+    };
+    let models = Models {
+        default,
+        client,
+        profiles,
+    };
+    if !models.profiles.is_empty() {
+        models
+            .profile(&models.default)
+            .map_err(|e| format!("models.rhai: `default_profile`: {e}"))?;
+    }
+    Ok(models)
+}
+
+/// A profile's options as the agent's per-request hook.
+pub struct ProfileOptions {
+    pub script: Arc<Script>,
+    pub options: Options,
+}
+
+impl RequestOptions for ProfileOptions {
+    fn options(&self, ctx: &RequestCtx) -> Result<serde_json::Map<String, Value>, String> {
+        match &self.options {
+            Options::Fixed(map) => Ok(map.clone()),
+            Options::Function(f) => {
+                let _guard = CallGuard::enter(SCRIPT_CALL_BUDGET, Default::default(), None, None);
+                let mut m = Map::new();
+                m.insert("turn".into(), Dynamic::from_int(ctx.turn.into()));
+                m.insert("after_tool".into(), ctx.after_tool.into());
+                let value = f
+                    .call::<Dynamic>(engine(), &self.script.ast, (Dynamic::from_map(m),))
+                    .map_err(|e| {
+                        error::runtime_error(&self.script.display_path(), &self.script.source, &e)
+                            .summary
+                    })?;
+                match api::to_json(&value).map_err(|e| e.to_string())? {
+                    Value::Object(map) => Ok(map),
+                    Value::Null => Ok(serde_json::Map::new()),
+                    other => Err(format!("the options function returned {other}, not a map")),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::{DEFAULTS, MODELS, Origin, compile};
+
+    fn default_models() -> (Arc<Script>, Models) {
+        let source = DEFAULTS.iter().find(|(n, _)| *n == MODELS).unwrap().1;
+        let script = Arc::new(compile(MODELS, source.into(), Origin::Default).unwrap());
+        let models = parse(&script).unwrap();
+        (script, models)
+    }
+
+    #[test]
+    fn the_defaults_have_the_presets() {
+        let (_, models) = default_models();
+        assert_eq!(models.default, "deepseek");
+        let names: Vec<&String> = models.profiles.keys().collect();
+        assert_eq!(
+            names,
+            ["deepseek", "llamacpp", "ollama", "openai", "openrouter"]
+        );
+        assert_eq!(models.client, ClientSettings::default());
+        let err = models.profile("nope").unwrap_err();
+        assert!(err.contains("known profiles: deepseek, llamacpp"), "{err}");
+    }
+
+    #[test]
+    fn function_options_change_with_the_request() {
+        let (script, models) = default_models();
+        let hook = ProfileOptions {
+            script,
+            options: models.profile("llamacpp").unwrap().options.clone(),
+        };
+        let first = hook
+            .options(&RequestCtx {
+                turn: 1,
+                after_tool: false,
+            })
+            .unwrap();
+        let later = hook
+            .options(&RequestCtx {
+                turn: 2,
+                after_tool: true,
+            })
+            .unwrap();
+        assert_eq!(
+            first.get("tool_choice"),
+            Some(&Value::String("required".into()))
+        );
+        assert_eq!(later.get("tool_choice"), None);
+        assert_eq!(later.get("temperature"), Some(&serde_json::json!(0)));
+    }
+
+    #[test]
+    fn misspelt_fields_are_reported() {
+        let script = compile(
+            MODELS,
+            "#{ default_profile: \"a\", profiles: #{ a: #{ base_url: \"http://x/v1\", model: \"m\", temprature: 0 } } }".into(),
+            Origin::User("models.rhai".into()),
+        );
+        let err = match script {
+            Ok(s) => parse(&s).unwrap_err(),
+            Err(e) => e.summary,
+        };
+        assert!(
+            err.contains("profile `a`") && err.contains("unknown field `temprature`"),
+            "{err}"
+        );
+    }
+}
