@@ -413,6 +413,9 @@ impl Agent {
                     name: call.name.clone(),
                     input: input.clone(),
                 });
+                if let Some(path) = self.write_path(&call.name, &input) {
+                    self.before_write(path).await;
+                }
                 self.dispatch(call, cancel).await
             };
             if duplicate.is_none() && output.error_kind != Some(ErrorKind::Cancelled) {
@@ -488,6 +491,34 @@ impl Agent {
         // Whatever the tool, secret values never reach the model or the logs.
         output.text = self.runtime.redact(output.text);
         output
+    }
+
+    /// The file a write tool is about to change.
+    fn write_path(&self, name: &str, input: &Value) -> Option<String> {
+        let is_write = self
+            .watchdog
+            .as_ref()
+            .is_some_and(|w| w.settings().write_tools.iter().any(|t| t == name));
+        is_write
+            .then(|| {
+                input
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .flatten()
+    }
+
+    async fn before_write(&mut self, path: String) {
+        let Some(mut tracker) = self.workspace.take() else {
+            return;
+        };
+        let back = tokio::task::spawn_blocking(move || {
+            tracker.before_write(&path);
+            tracker
+        })
+        .await;
+        self.workspace = back.ok();
     }
 
     /// The workspace identifier after a call (on a blocking thread: it may

@@ -27,6 +27,9 @@ pub struct WorkspaceTracker {
     root: PathBuf,
     git: Option<bool>,
     touched: BTreeMap<PathBuf, u64>,
+    /// Each touched file's hash before the agent first wrote it, so a file
+    /// edited back to its original content drops out of the identifier.
+    original: BTreeMap<PathBuf, u64>,
     current: Option<String>,
 }
 
@@ -36,6 +39,7 @@ impl WorkspaceTracker {
             root,
             git: None,
             touched: BTreeMap::new(),
+            original: BTreeMap::new(),
             current: None,
         }
     }
@@ -48,15 +52,28 @@ impl WorkspaceTracker {
         }
     }
 
+    /// Remembers a file's content before the agent's first write to it.
+    pub fn before_write(&mut self, path: &str) {
+        let full = self.full_path(path);
+        if !self.original.contains_key(&full) {
+            let h = hash_file(&full);
+            self.original.insert(full, h);
+        }
+    }
+
+    fn full_path(&self, p: &str) -> PathBuf {
+        if Path::new(p).is_absolute() {
+            PathBuf::from(p)
+        } else {
+            self.root.join(p)
+        }
+    }
+
     /// Recomputes after a call that may have changed files. `path` is the
     /// file a write tool touched, if any.
     pub fn after_call(&mut self, path: Option<&str>) -> String {
         if let Some(p) = path {
-            let full = if Path::new(p).is_absolute() {
-                PathBuf::from(p)
-            } else {
-                self.root.join(p)
-            };
+            let full = self.full_path(p);
             let h = hash_file(&full);
             self.touched.insert(full, h);
         }
@@ -65,7 +82,11 @@ impl WorkspaceTracker {
 
     fn refresh(&mut self) -> String {
         let mut h = DefaultHasher::new();
-        self.touched.hash(&mut h);
+        // Files back at their original content do not count.
+        self.touched
+            .iter()
+            .filter(|(p, hash)| self.original.get(*p) != Some(*hash))
+            .for_each(|entry| entry.hash(&mut h));
         if self.is_git() {
             git_state(&self.root).hash(&mut h);
         }
@@ -162,6 +183,24 @@ mod tests {
             ws.after_call(Some("a.txt")),
             first,
             "undo returns to the earlier id"
+        );
+    }
+
+    #[test]
+    fn a_file_edited_back_to_its_original_returns_to_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "original").unwrap();
+        let mut ws = WorkspaceTracker::new(dir.path().to_path_buf());
+        let start = ws.current();
+        ws.before_write("a.txt");
+        std::fs::write(dir.path().join("a.txt"), "edited").unwrap();
+        assert_ne!(ws.after_call(Some("a.txt")), start);
+        ws.before_write("a.txt");
+        std::fs::write(dir.path().join("a.txt"), "original").unwrap();
+        assert_eq!(
+            ws.after_call(Some("a.txt")),
+            start,
+            "the undo is recognised the first time"
         );
     }
 
