@@ -1,6 +1,7 @@
 //! Command-line entry: parse flags, build the agent, run the REPL, a
 //! one-shot task or a subcommand, and map the result to an exit code.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use crate::agent::{Agent, TurnError, TurnOutcome, watchdog_from_script};
 use crate::client::{ApiError, ChatClient, ClientConfig};
 use crate::config::{Overrides, Settings};
 use crate::protocol::EventSink;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, sandbox};
 use crate::script::{self, ScriptHost};
 use crate::session;
 use crate::ui::{JsonSink, Style, TextSink};
@@ -57,6 +58,11 @@ pub struct Cli {
     #[arg(long)]
     pub show_reasoning: bool,
 
+    /// Run shell commands in the Landlock sandbox: writes only in the
+    /// workspace and the temp dirs (also AGENT_SANDBOX=1).
+    #[arg(long)]
+    pub sandbox: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -80,6 +86,20 @@ pub enum Command {
     },
     /// Show the watchdog on four scripted runs; no key or network needed.
     Demo,
+    /// Internal: the sandbox launcher. Confines its own writes to the
+    /// given dirs (and /dev) with Landlock, then becomes PROGRAM.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec {
+        /// A directory beneath which PROGRAM may write; repeatable.
+        #[arg(long = "write", value_name = "DIR")]
+        write: Vec<PathBuf>,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM")]
+        program: Vec<OsString>,
+    },
+    /// Internal: confine this process and print whether Landlock enforced it.
+    #[command(name = "sandbox-probe", hide = true)]
+    SandboxProbe,
 }
 
 /// Runs the CLI with the process's arguments and environment.
@@ -101,6 +121,21 @@ pub fn main() -> u8 {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
+    // The sandbox's own subcommands come first: they must not depend on the
+    // agent's settings, and must confine themselves before any thread starts.
+    match &cli.command {
+        Some(Command::SandboxExec { write, program }) => {
+            let error = sandbox::launch(write, program);
+            eprintln!("{error}");
+            return error.exit_code();
+        }
+        Some(Command::SandboxProbe) => {
+            let answer = sandbox::probe_here();
+            println!("{}", answer.line());
+            return answer.exit_code();
+        }
+        _ => {}
+    }
     let style = Style::detect(env("NO_COLOR").is_some_and(|v| !v.is_empty()));
     let json_mode = cli.json;
     let report = |message: &str| {
@@ -112,6 +147,7 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
     let overrides = Overrides {
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
+        sandbox: cli.sandbox,
     };
     let settings = match Settings::resolve(&overrides, env) {
         Ok(s) => s,
@@ -135,6 +171,8 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         Some(Command::Init { force }) => return init(&settings, force),
         Some(Command::Check) => return check(&settings, style),
         Some(Command::Replay { file }) => return replay_file(&settings, &file),
+        // Handled (and returned from) at the top.
+        Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,
         Some(Command::Demo) => {
             let (host, notes) = ScriptHost::load(&settings.config_dir);
             print_notes(
@@ -214,17 +252,22 @@ fn print_notes(notes: &[String], style: Style) {
 pub fn build_agent(settings: &Settings) -> Result<(Agent, ScriptHost, Vec<String>), String> {
     let session_id = session_id();
     let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session_id);
-    let runtime = Arc::new(Runtime::new(
-        settings.workspace.clone(),
-        spill_dir,
-        std::env::vars(),
-    ));
+    let mut runtime = Runtime::new(settings.workspace.clone(), spill_dir, std::env::vars());
+    let mut notes = Vec::new();
+    if settings.sandbox {
+        match sandbox_launcher(std::env::current_exe()) {
+            Ok(launcher) => runtime = runtime.with_sandbox(launcher),
+            Err(note) => notes.push(note),
+        }
+    }
+    let runtime = Arc::new(runtime);
     let (host, load_notes) = ScriptHost::load(&settings.config_dir);
-    let mut notes: Vec<String> = load_notes
-        .iter()
-        .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
-        .map(script::LoadNote::message)
-        .collect();
+    notes.extend(
+        load_notes
+            .iter()
+            .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
+            .map(script::LoadNote::message),
+    );
     let setup = session::assemble(&host, &settings.workspace, &settings.model);
     notes.extend(setup.notes);
     let client = ChatClient::new(ClientConfig::new(
@@ -239,6 +282,20 @@ pub fn build_agent(settings: &Settings) -> Result<(Agent, ScriptHost, Vec<String
         agent = agent.with_watchdog(watchdog);
     }
     Ok((agent, host, notes))
+}
+
+/// The launcher for sandboxed commands (`exe`: this very binary), once the
+/// kernel has shown it enforces the sandbox; otherwise the one warning line
+/// to show.
+pub fn sandbox_launcher(exe: std::io::Result<PathBuf>) -> Result<PathBuf, String> {
+    let unconfined = "shell commands run without the sandbox, under the approval policy only";
+    let launcher = exe.map_err(|e| {
+        format!("cannot find the agent's own executable to launch sandboxed commands ({e}); {unconfined}")
+    })?;
+    match sandbox::probe(&launcher) {
+        Ok(_abi) => Ok(launcher),
+        Err(e) => Err(format!("{} ({e})", sandbox::NO_LANDLOCK_WARNING)),
+    }
 }
 
 /// A sortable, unique-enough id for this run: local time plus pid.
@@ -402,4 +459,23 @@ async fn one_shot(
         }
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unusable_sandbox_is_one_warning_line() {
+        // A launcher that cannot answer stands in for a kernel without
+        // Landlock: either way the sandbox is off and the agent says so once.
+        let note = sandbox_launcher(Ok(PathBuf::from("/nonexistent/agent"))).unwrap_err();
+        assert!(note.starts_with(sandbox::NO_LANDLOCK_WARNING), "{note}");
+        assert!(note.contains("/nonexistent/agent"), "{note}");
+        assert!(!note.contains('\n'), "{note}");
+
+        let note = sandbox_launcher(Err(std::io::Error::other("gone"))).unwrap_err();
+        assert!(note.contains("gone") && !note.contains('\n'), "{note}");
+        assert!(note.ends_with("under the approval policy only"), "{note}");
+    }
 }

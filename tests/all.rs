@@ -5,6 +5,8 @@
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
+//!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,6 +14,7 @@ mod common;
 
 mod binary;
 mod client;
+mod sandbox;
 mod scripts;
 mod turn_loop;
 mod watchdog_live;

@@ -6,9 +6,12 @@
 //! - [`process`]: run one shell command in its own process group, with a
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
 //! - [`fs`]: path resolution against the workspace and atomic writes.
+//! - [`sandbox`]: Landlock confinement of shell commands' writes, through
+//!   the agent's own binary as a launcher.
 
 pub mod fs;
 pub mod process;
+pub mod sandbox;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,6 +70,9 @@ pub struct Runtime {
     pub limits: Limits,
     /// The environment child processes get, already scrubbed of secrets.
     pub child_env: Vec<(String, String)>,
+    /// When set, shell commands run confined by Landlock; `None` (the
+    /// default) runs them unconfined.
+    pub sandbox: Option<sandbox::Sandbox>,
 }
 
 impl Runtime {
@@ -82,7 +88,21 @@ impl Runtime {
             spill_dir,
             limits: Limits::default(),
             child_env: env.into_iter().filter(|(k, _)| !is_secret_var(k)).collect(),
+            sandbox: None,
         }
+    }
+
+    /// The same runtime with shell commands confined by the sandbox, run
+    /// through `launcher` (the agent binary). Writable: the workspace, the
+    /// spill dir and the temp dirs. Call [`sandbox::probe`] first: where the
+    /// kernel has no Landlock, commands would run unconfined.
+    pub fn with_sandbox(mut self, launcher: PathBuf) -> Self {
+        self.sandbox = Some(sandbox::Sandbox::for_workspace(
+            launcher,
+            &self.workspace,
+            &self.spill_dir,
+        ));
+        self
     }
 }
 
@@ -108,6 +128,7 @@ impl Runtime {
             output_cap: self.limits.output_cap,
             spill_dir: self.spill_dir.clone(),
             label: sanitize_label(label),
+            sandbox: self.sandbox.clone(),
         }
     }
 
