@@ -1,6 +1,7 @@
 //! Command-line entry: parse flags, build the agent, run the REPL, a
 //! one-shot task or a subcommand, and map the result to an exit code.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use crate::client::ApiError;
 use crate::config::{Overrides, Settings};
 use crate::protocol::EventSink;
 use crate::runtime::policy::{Answer, Asker, FixedAnswer};
+use crate::runtime::sandbox;
 use crate::script::{self, ScriptHost};
 use crate::session;
 use crate::ui::{JsonSink, Style, TextSink};
@@ -65,6 +67,10 @@ pub struct Cli {
     /// (without it, one-shot mode refuses what the policy would ask about).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Run shell commands in the Landlock sandbox: writes only in the
+    /// workspace and the temp dirs (also AGENT_SANDBOX=1).
+    #[arg(long)]
+    pub sandbox: bool,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -89,6 +95,20 @@ pub enum Command {
     },
     /// Show the watchdog on four scripted runs; no key or network needed.
     Demo,
+    /// Internal: the sandbox launcher. Confines its own writes to the
+    /// given dirs (and /dev) with Landlock, then becomes PROGRAM.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec {
+        /// A directory beneath which PROGRAM may write; repeatable.
+        #[arg(long = "write", value_name = "DIR")]
+        write: Vec<PathBuf>,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM")]
+        program: Vec<OsString>,
+    },
+    /// Internal: confine this process and print whether Landlock enforced it.
+    #[command(name = "sandbox-probe", hide = true)]
+    SandboxProbe,
 }
 
 /// Runs the CLI with the process's arguments and environment.
@@ -110,6 +130,21 @@ pub fn main() -> u8 {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
+    // The sandbox's own subcommands come first: they must not depend on the
+    // agent's settings, and must confine themselves before any thread starts.
+    match &cli.command {
+        Some(Command::SandboxExec { write, program }) => {
+            let error = sandbox::launch(write, program);
+            eprintln!("{error}");
+            return error.exit_code();
+        }
+        Some(Command::SandboxProbe) => {
+            let answer = sandbox::probe_here();
+            println!("{}", answer.line());
+            return answer.exit_code();
+        }
+        _ => {}
+    }
     let style = Style::detect(env("NO_COLOR").is_some_and(|v| !v.is_empty()));
     let json_mode = cli.json;
     let report = |message: &str| {
@@ -121,6 +156,7 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
     let overrides = Overrides {
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
+        sandbox: cli.sandbox,
     };
     let settings = match Settings::resolve(&overrides, env) {
         Ok(s) => s,
@@ -144,6 +180,8 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         Some(Command::Init { force }) => return init(&settings, force),
         Some(Command::Check) => return check(&settings, style),
         Some(Command::Replay { file }) => return replay_file(&settings, &file),
+        // Handled (and returned from) at the top.
+        Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,
         Some(Command::Demo) => {
             let (host, notes) = ScriptHost::load(&settings.config_dir);
             print_notes(
@@ -249,7 +287,7 @@ pub fn build_agent(
     let model = session::model_setup(&host, overrides, env, profile)?;
     let settings = model.settings;
     let spill_dir: PathBuf = settings.data_dir.join("outputs").join(&session_id);
-    let (runtime, _sandbox, runtime_notes) = session::runtime(
+    let (mut runtime, policy_sandbox, runtime_notes) = session::runtime(
         &host,
         &settings,
         spill_dir,
@@ -257,6 +295,12 @@ pub fn build_agent(
         asker,
     );
     notes.extend(runtime_notes);
+    if settings.sandbox || policy_sandbox {
+        match sandbox_launcher(std::env::current_exe()) {
+            Ok(launcher) => runtime = runtime.with_sandbox(launcher),
+            Err(note) => notes.push(note),
+        }
+    }
     let setup = session::assemble(&host, &settings.workspace, &settings.model);
     notes.extend(setup.notes);
     let mut agent = Agent::new(
@@ -271,6 +315,20 @@ pub fn build_agent(
         agent = agent.with_watchdog(watchdog);
     }
     Ok((agent, settings, host, notes))
+}
+
+/// The launcher for sandboxed commands (`exe`: this very binary), once the
+/// kernel has shown it enforces the sandbox; otherwise the one warning line
+/// to show.
+pub fn sandbox_launcher(exe: std::io::Result<PathBuf>) -> Result<PathBuf, String> {
+    let unconfined = "shell commands run without the sandbox, under the approval policy only";
+    let launcher = exe.map_err(|e| {
+        format!("cannot find the agent's own executable to launch sandboxed commands ({e}); {unconfined}")
+    })?;
+    match sandbox::probe(&launcher) {
+        Ok(_abi) => Ok(launcher),
+        Err(e) => Err(format!("{} ({e})", sandbox::NO_LANDLOCK_WARNING)),
+    }
 }
 
 /// A sortable, unique-enough id for this run: local time plus pid.
@@ -434,4 +492,23 @@ async fn one_shot(
         }
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unusable_sandbox_is_one_warning_line() {
+        // A launcher that cannot answer stands in for a kernel without
+        // Landlock: either way the sandbox is off and the agent says so once.
+        let note = sandbox_launcher(Ok(PathBuf::from("/nonexistent/agent"))).unwrap_err();
+        assert!(note.starts_with(sandbox::NO_LANDLOCK_WARNING), "{note}");
+        assert!(note.contains("/nonexistent/agent"), "{note}");
+        assert!(!note.contains('\n'), "{note}");
+
+        let note = sandbox_launcher(Err(std::io::Error::other("gone"))).unwrap_err();
+        assert!(note.contains("gone") && !note.contains('\n'), "{note}");
+        assert!(note.ends_with("under the approval policy only"), "{note}");
+    }
 }

@@ -18,6 +18,7 @@ pub mod env {
     pub const API_KEY: &str = "AGENT_API_KEY";
     pub const CONFIG_DIR: &str = "AGENT_CONFIG_DIR";
     pub const DATA_DIR: &str = "AGENT_DATA_DIR";
+    pub const SANDBOX: &str = "AGENT_SANDBOX";
 }
 
 /// What the flags contribute; `None` means "not given".
@@ -25,6 +26,9 @@ pub mod env {
 pub struct Overrides {
     pub base_url: Option<String>,
     pub model: Option<String>,
+    /// `--sandbox`: confine shell commands' writes. A flag can only turn
+    /// it on; `AGENT_SANDBOX=1` does the same.
+    pub sandbox: bool,
 }
 
 /// Where a model profile points (from `models.rhai`).
@@ -51,6 +55,9 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// The workspace root: the directory the agent runs in.
     pub workspace: PathBuf,
+    /// Whether shell commands should run in the Landlock sandbox (when the
+    /// kernel allows it).
+    pub sandbox: bool,
 }
 
 impl std::fmt::Debug for Settings {
@@ -63,6 +70,7 @@ impl std::fmt::Debug for Settings {
             .field("config_dir", &self.config_dir)
             .field("data_dir", &self.data_dir)
             .field("workspace", &self.workspace)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -80,6 +88,9 @@ pub enum ConfigError {
         "{0} {1:?} is not an http(s) URL; use something like https://api.deepseek.com/v1 or http://localhost:11434/v1"
     )]
     BadBaseUrl(&'static str, String),
+    /// A yes/no variable holds something else.
+    #[error("{0}={1:?} is not a yes/no value; use 1 (on) or 0 (off)")]
+    BadSwitch(&'static str, String),
     /// The current directory cannot be read.
     #[error("cannot read the current directory: {0}")]
     NoWorkspace(std::io::Error),
@@ -137,6 +148,13 @@ impl Settings {
                 .map(|d| d.data_dir().to_path_buf())
                 .ok_or(ConfigError::NoDirectory("data", env::DATA_DIR))?,
         };
+        let sandbox = flags.sandbox
+            || match get(env::SANDBOX) {
+                Some(value) => {
+                    parse_switch(&value).ok_or(ConfigError::BadSwitch(env::SANDBOX, value))?
+                }
+                None => false,
+            };
         let workspace = std::env::current_dir().map_err(ConfigError::NoWorkspace)?;
         Ok(Settings {
             base_url,
@@ -145,7 +163,18 @@ impl Settings {
             config_dir,
             data_dir,
             workspace,
+            sandbox,
         })
+    }
+}
+
+/// Reads a yes/no environment value: `1`, `true`, `yes`, `on` or `0`,
+/// `false`, `no`, `off` (any case); `None` for anything else.
+fn parse_switch(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
     }
 }
 
@@ -189,6 +218,7 @@ mod tests {
         let flags = Overrides {
             base_url: Some("https://x.test/v1".into()),
             model: Some("m2".into()),
+            sandbox: false,
         };
         let s = Settings::resolve(&flags, &env).unwrap();
         assert_eq!(
@@ -228,11 +258,42 @@ mod tests {
             ("env-model", Some("ak"))
         );
         let flags = Overrides {
-            base_url: None,
             model: Some("flag-model".into()),
+            ..Overrides::default()
         };
         let s = Settings::resolve_with(&flags, &env, Some(&profile)).unwrap();
         assert_eq!(s.model, "flag-model");
+    }
+
+    #[test]
+    fn sandbox_comes_from_the_flag_or_the_variable() {
+        let base = [("AGENT_CONFIG_DIR", "/c"), ("AGENT_DATA_DIR", "/d")];
+        let with = |value: &str| {
+            let mut pairs = base.to_vec();
+            pairs.push(("AGENT_SANDBOX", value));
+            Settings::resolve(&Overrides::default(), &env_of(&pairs))
+        };
+        assert!(
+            !Settings::resolve(&Overrides::default(), &env_of(&base))
+                .unwrap()
+                .sandbox
+        );
+        assert!(with("1").unwrap().sandbox);
+        assert!(with(" Yes ").unwrap().sandbox);
+        assert!(!with("0").unwrap().sandbox);
+        assert!(!with("").unwrap().sandbox);
+        let err = with("maybe").unwrap_err();
+        assert!(err.to_string().contains("AGENT_SANDBOX=\"maybe\""), "{err}");
+        let flags = Overrides {
+            sandbox: true,
+            ..Overrides::default()
+        };
+        let env = env_of(&[
+            ("AGENT_CONFIG_DIR", "/c"),
+            ("AGENT_DATA_DIR", "/d"),
+            ("AGENT_SANDBOX", "0"),
+        ]);
+        assert!(Settings::resolve(&flags, &env).unwrap().sandbox);
     }
 
     #[test]

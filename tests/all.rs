@@ -7,6 +7,8 @@
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
+//!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 //! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
 //!   that must not (real work), through the same pure `replay::run`.
@@ -18,6 +20,7 @@ mod binary;
 mod client;
 mod profiles;
 mod runtime_safety;
+mod sandbox;
 mod scripts;
 mod turn_loop;
 mod watchdog_live;

@@ -7,10 +7,13 @@
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
 //! - [`fs`]: path resolution and confinement to the workspace, atomic writes.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
+//! - [`sandbox`]: Landlock confinement of shell commands' writes, through
+//!   the agent's own binary as a launcher.
 
 pub mod fs;
 pub mod policy;
 pub mod process;
+pub mod sandbox;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -77,6 +80,9 @@ pub struct Runtime {
     /// Secret values (the API key, scrubbed variables) removed from every
     /// tool output.
     redactions: Vec<String>,
+    /// When set, shell commands run confined by Landlock; `None` (the
+    /// default) runs them unconfined.
+    pub sandbox: Option<sandbox::Sandbox>,
 }
 
 /// Secret values shorter than this are not redacted from outputs: they
@@ -121,6 +127,7 @@ impl Runtime {
             limits: Limits::default(),
             child_env,
             roots: Vec::new(),
+            sandbox: None,
             policy: policy::Policy::default(),
             redactions: secret
                 .into_iter()
@@ -148,6 +155,19 @@ impl Runtime {
         if value.len() >= MIN_REDACTED_LEN && !self.redactions.iter().any(|r| r == value) {
             self.redactions.push(value.to_string());
         }
+    }
+
+    /// The same runtime with shell commands confined by the sandbox, run
+    /// through `launcher` (the agent binary). Writable: the workspace, the
+    /// spill dir and the temp dirs. Call [`sandbox::probe`] first: where the
+    /// kernel has no Landlock, commands would run unconfined.
+    pub fn with_sandbox(mut self, launcher: PathBuf) -> Self {
+        self.sandbox = Some(sandbox::Sandbox::for_workspace(
+            launcher,
+            &self.workspace,
+            &self.spill_dir,
+        ));
+        self
     }
 
     /// Removes secret values from a tool's output.
@@ -197,6 +217,7 @@ impl Runtime {
             output_cap: self.limits.output_cap,
             spill_dir: self.spill_dir.clone(),
             label: sanitize_label(label),
+            sandbox: self.sandbox.clone(),
         }
     }
 

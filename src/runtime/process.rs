@@ -1,7 +1,8 @@
 //! Running one shell command: the only place the agent starts processes.
 //!
 //! [`run`] starts `bash -c <command>` (or `sh -c`) in its own process group
-//! with a scrubbed environment and no stdin, reads stdout and stderr as bytes
+//! with a scrubbed environment and no stdin (through the sandbox launcher
+//! when [`CommandSpec::sandbox`] is set), reads stdout and stderr as bytes
 //! arrive, and enforces three limits: a wall clock, an inactivity timeout and
 //! cancellation. Any of them ends the *whole group* (SIGTERM, a grace period,
 //! SIGKILL), so `make` and the compilers it started die together.
@@ -30,6 +31,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
+
+use super::sandbox::Sandbox;
 
 /// After the shell exits, how long we keep reading its pipes. A background
 /// grandchild (`server &`) inherits them and may hold them open for hours;
@@ -74,6 +77,9 @@ pub struct CommandSpec {
     pub spill_dir: PathBuf,
     /// A file-name-safe label for spill files (e.g. the tool call id).
     pub label: String,
+    /// When set, the shell is started through the sandbox launcher, with
+    /// writes confined by Landlock; see [`super::sandbox`].
+    pub sandbox: Option<Sandbox>,
 }
 
 /// How the command ended.
@@ -133,9 +139,19 @@ pub struct Outcome {
 /// cannot be waited for.
 pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Outcome> {
     let started = Instant::now();
-    let mut child = Command::new(shell())
-        .arg("-c")
-        .arg(&spec.command)
+    let mut command = match &spec.sandbox {
+        Some(sandbox) => {
+            let mut launcher = Command::new(&sandbox.launcher);
+            launcher.args(sandbox.launcher_args(shell(), &spec.command));
+            launcher
+        }
+        None => {
+            let mut shell = Command::new(shell());
+            shell.arg("-c").arg(&spec.command);
+            shell
+        }
+    };
+    let mut child = command
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -608,6 +624,7 @@ mod tests {
             output_cap: 30_000,
             spill_dir: dir.join("spill"),
             label: "call-1".into(),
+            sandbox: None,
         }
     }
 

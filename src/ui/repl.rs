@@ -275,7 +275,7 @@ fn reload(
         }
     }
     let spill_dir = agent.runtime().spill_dir.clone();
-    let (runtime, _sandbox, runtime_notes) = session::runtime(
+    let (runtime, _policy_sandbox, runtime_notes) = session::runtime(
         host,
         settings,
         spill_dir,
@@ -285,6 +285,9 @@ fn reload(
     for note in &runtime_notes {
         eprintln!("warning: {}", note.trim_end());
     }
+    let mut runtime = runtime;
+    // The sandbox was probed at startup; keep it across reloads.
+    runtime.sandbox = agent.runtime().sandbox.clone();
     agent.set_runtime(Arc::new(runtime));
     let setup = session::assemble(host, &settings.workspace, agent_model(settings));
     for note in &setup.notes {
