@@ -55,9 +55,9 @@ impl WorkspaceTracker {
     /// Remembers a file's content before the agent's first write to it.
     pub fn before_write(&mut self, path: &str) {
         let full = self.full_path(path);
-        if !self.original.contains_key(&full) {
-            let h = hash_file(&full);
-            self.original.insert(full, h);
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.original.entry(full) {
+            let h = hash_file(slot.key());
+            slot.insert(h);
         }
     }
 
