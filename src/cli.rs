@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, TurnError, TurnOutcome, watchdog_from_script};
+use crate::agent::{Agent, TurnError, TurnOutcome, transcript, watchdog_from_script};
 use crate::client::ApiError;
 use crate::config::{Overrides, Settings};
 use crate::protocol::EventSink;
@@ -58,6 +58,11 @@ pub struct Cli {
     /// A model profile from models.rhai (default: the one it names).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+
+    /// Continue a saved conversation: `last` (the newest in this
+    /// directory, the default) or a session id.
+    #[arg(long, value_name = "ID|last", num_args = 0..=1, default_missing_value = "last")]
+    pub resume: Option<String>,
 
     /// Show the model's reasoning text (dimmed, on stderr).
     #[arg(long)]
@@ -231,11 +236,12 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         (Some(_), false) => Arc::new(FixedAnswer(Answer::No)),
         (None, _) => Arc::new(crate::ui::repl::TerminalAsker::new(style)),
     };
-    let (mut agent, settings, host, notes) = match build_agent(
+    let (mut agent, settings, host, notes, info) = match build_agent(
         &settings,
         &overrides,
         env,
         cli.profile.as_deref(),
+        cli.resume.as_deref(),
         asker.clone(),
     ) {
         Ok(built) => built,
@@ -245,6 +251,9 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         }
     };
     print_notes(&notes, style);
+    for line in &info {
+        eprintln!("{}", style.dim(line));
+    }
 
     match prompt {
         Some(task) => rt.block_on(one_shot(
@@ -275,9 +284,11 @@ pub fn build_agent(
     overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
     profile: Option<&str>,
+    resume: Option<&str>,
     asker: Arc<dyn Asker>,
-) -> Result<(Agent, Settings, ScriptHost, Vec<String>), String> {
+) -> Result<(Agent, Settings, ScriptHost, Vec<String>, Vec<String>), String> {
     let session_id = session_id();
+    let mut notes_info: Vec<String> = Vec::new();
     let (host, load_notes) = ScriptHost::load(&settings.config_dir);
     let mut notes: Vec<String> = load_notes
         .iter()
@@ -311,10 +322,96 @@ pub fn build_agent(
     )
     .with_run_log(RunLog::new(&settings.data_dir, &session_id));
     agent.set_request_options(model.options);
+    agent.set_context_window(model.context_window);
+    agent.set_summary_prompt(Some(setup.summary_prompt));
     if let Some(watchdog) = setup.watchdog {
         agent = agent.with_watchdog(watchdog);
     }
-    Ok((agent, settings, host, notes))
+    match resume {
+        Some(which) => {
+            let (path, loaded) = resume_session(&settings, which)?;
+            notes_info.push(format!(
+                "resumed {} ({} messages{})",
+                path.display(),
+                loaded.messages.len(),
+                if loaded.skipped > 0 {
+                    format!("; {} unreadable line(s) skipped", loaded.skipped)
+                } else {
+                    String::new()
+                }
+            ));
+            agent.restore(loaded.messages);
+            match transcript::Transcript::append_to(&path) {
+                Ok(t) => agent.set_transcript(Some(t)),
+                Err(e) => notes.push(format!(
+                    "cannot append to {}: {e}; this session is not saved",
+                    path.display()
+                )),
+            }
+        }
+        None => match new_transcript(&settings, &session_id) {
+            Ok(t) => agent.set_transcript(Some(t)),
+            Err(e) => notes.push(format!(
+                "cannot save the transcript in {}: {e}; this session is not saved",
+                settings.data_dir.display()
+            )),
+        },
+    }
+    Ok((agent, settings, host, notes, notes_info))
+}
+
+/// Where transcripts live.
+pub fn sessions_dir(settings: &Settings) -> PathBuf {
+    settings.data_dir.join("sessions")
+}
+
+/// A fresh transcript for a new session.
+pub fn new_transcript(
+    settings: &Settings,
+    session_id: &str,
+) -> std::io::Result<transcript::Transcript> {
+    transcript::Transcript::create(
+        &sessions_dir(settings),
+        &transcript::Header {
+            kind: "session".into(),
+            id: session_id.to_string(),
+            workspace: settings.workspace.clone(),
+            model: settings.model.clone(),
+            started: chrono::Local::now().to_rfc3339(),
+        },
+    )
+}
+
+/// Finds and loads a saved session: `last` (the newest for this
+/// workspace), an id, or a path.
+pub fn resume_session(
+    settings: &Settings,
+    which: &str,
+) -> Result<(PathBuf, transcript::Loaded), String> {
+    let dir = sessions_dir(settings);
+    let path = if which == "last" {
+        transcript::latest(&dir, &settings.workspace).ok_or_else(|| {
+            format!(
+                "there is no saved session for {} in {}; start one without --resume",
+                settings.workspace.display(),
+                dir.display()
+            )
+        })?
+    } else if std::path::Path::new(which).is_file() {
+        PathBuf::from(which)
+    } else {
+        let p = dir.join(format!("{}.jsonl", which.trim_end_matches(".jsonl")));
+        if !p.is_file() {
+            return Err(format!(
+                "there is no saved session {which:?} in {}; use --resume last, or an id from that directory",
+                dir.display()
+            ));
+        }
+        p
+    };
+    let loaded =
+        transcript::load(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok((path, loaded))
 }
 
 /// The launcher for sandboxed commands (`exe`: this very binary), once the

@@ -66,6 +66,8 @@ pub enum UserSource {
     #[default]
     Person,
     Watchdog,
+    /// The summary that replaced older turns after a compaction.
+    Summary,
 }
 
 impl UserSource {

@@ -21,6 +21,7 @@ use crate::watchdog::Watchdog;
 pub struct Setup {
     pub registry: Arc<Registry>,
     pub system_prompt: String,
+    pub summary_prompt: String,
     pub watchdog: Option<Watchdog>,
     /// Warnings and facts to show at startup or after a reload.
     pub notes: Vec<String>,
@@ -116,6 +117,17 @@ pub fn assemble(host: &ScriptHost, workspace: &Path, model: &str) -> Setup {
             builtin_prompt(&ctx)
         }
     };
+    let summary_prompt = match host.summary_prompt() {
+        Ok(Some(p)) => p,
+        Ok(None) => builtin_summary_prompt(),
+        Err(e) => {
+            notes.push(format!(
+                "{}   = note: using the built-in summary prompt instead",
+                e.rendered
+            ));
+            builtin_summary_prompt()
+        }
+    };
     let watchdog = host.get(WATCHDOG).map(|script| {
         let (watchdog, warnings) = watchdog_from_script(script.clone());
         notes.extend(warnings);
@@ -124,9 +136,23 @@ pub fn assemble(host: &ScriptHost, workspace: &Path, model: &str) -> Setup {
     Setup {
         registry: Arc::new(registry),
         system_prompt,
+        summary_prompt,
         watchdog,
         notes,
     }
+}
+
+/// The summary prompt of the embedded `prompt.rhai`.
+pub fn builtin_summary_prompt() -> String {
+    let source = crate::script::DEFAULTS
+        .iter()
+        .find(|(n, _)| *n == crate::script::PROMPT)
+        .map(|(_, s)| s.to_string())
+        .unwrap_or_default();
+    crate::script::compile(crate::script::PROMPT, source, Origin::Default)
+        .and_then(|script| script.call_hook("summary_prompt", vec![]))
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| "Summarise the conversation so far for the agent that continues it: the goal, what was done, the current state and what is left.".to_string())
 }
 
 /// The prompt of the embedded `prompt.rhai`, for when the person's

@@ -13,6 +13,8 @@
 //! Every model turn is also appended to the run log, in the format
 //! `agent replay` reads. The loop talks to the UI only through [`Event`]s.
 
+pub mod context;
+pub mod transcript;
 pub mod workspace;
 
 use std::sync::Arc;
@@ -106,7 +108,27 @@ pub struct Agent {
     options: Option<Arc<dyn RequestOptions>>,
     /// Requests sent in the current user turn.
     requests_this_turn: u32,
+    transcript: Option<transcript::Transcript>,
+    /// The model's context window in tokens, when known.
+    context_window: Option<u64>,
+    /// The server's prompt-token count for the last request, and the
+    /// history length it covered.
+    last_prompt: Option<(u64, usize)>,
+    /// The instructions for summarising old turns (from prompt.rhai).
+    summary_prompt: Option<String>,
 }
+
+/// What a compaction did, for the person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    pub messages_summarised: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// How the summary is introduced in the history. It is marked as the
+/// agent's, so it is never mistaken for the person's words.
+pub const SUMMARY_HEADER: &str = "[agent: a summary of the earlier conversation, written by the agent to save space — not a message from the user]";
 
 impl Agent {
     pub fn new(
@@ -141,6 +163,10 @@ impl Agent {
             pending_user: None,
             options: None,
             requests_this_turn: 0,
+            transcript: None,
+            context_window: None,
+            last_prompt: None,
+            summary_prompt: None,
         }
     }
 
@@ -179,6 +205,81 @@ impl Agent {
 
     pub fn history(&self) -> &[Message] {
         &self.history
+    }
+
+    /// Appends a message to the history and to the transcript.
+    fn push(&mut self, message: Message) {
+        if let Some(t) = self.transcript.as_mut()
+            && let Err(e) = t.append(&message)
+        {
+            // Reported once; the conversation goes on without a transcript.
+            eprintln!(
+                "note: cannot write the transcript {}: {e}",
+                t.path().display()
+            );
+            self.transcript = None;
+        }
+        self.history.push(message);
+    }
+
+    /// Records every message to `transcript` from now on.
+    pub fn with_transcript(mut self, transcript: transcript::Transcript) -> Self {
+        self.transcript = Some(transcript);
+        self
+    }
+
+    /// Replaces the transcript (after `/clear`).
+    pub fn set_transcript(&mut self, transcript: Option<transcript::Transcript>) {
+        self.transcript = transcript;
+    }
+
+    /// The transcript's path, if one is kept.
+    pub fn transcript_path(&self) -> Option<&std::path::Path> {
+        self.transcript.as_ref().map(|t| t.path())
+    }
+
+    /// The model's context window, for compaction.
+    pub fn set_context_window(&mut self, window: Option<u64>) {
+        self.context_window = window;
+    }
+
+    /// The instructions used to summarise old turns.
+    pub fn set_summary_prompt(&mut self, prompt: Option<String>) {
+        self.summary_prompt = prompt;
+    }
+
+    /// Forgets the conversation (the system prompt stays).
+    pub fn clear(&mut self) {
+        self.history.truncate(1);
+        self.last_prompt = None;
+    }
+
+    /// Continues a saved conversation: `messages` (without system prompt)
+    /// follow the current system prompt. The transcript is not rewritten.
+    pub fn restore(&mut self, messages: Vec<Message>) {
+        self.history.truncate(1);
+        self.history.extend(
+            messages
+                .into_iter()
+                .filter(|m| !matches!(m, Message::System { .. })),
+        );
+        self.last_prompt = None;
+    }
+
+    /// Tokens the history holds: the server's count for the last request
+    /// plus an estimate for what came after.
+    pub fn context_tokens(&self) -> u64 {
+        match self.last_prompt {
+            Some((tokens, len)) if len <= self.history.len() => {
+                tokens + context::estimate_all(&self.history[len..])
+            }
+            _ => context::estimate_all(&self.history),
+        }
+    }
+
+    /// The context window, when known.
+    pub fn context_window(&self) -> Option<u64> {
+        self.context_window
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -228,14 +329,23 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
-        self.history.push(Message::user(input));
+        self.push(Message::user(input));
         self.pending_user = Some(input.to_string());
         self.requests_this_turn = 0;
         let workspace = self.workspace_id(None).await;
         if let Some(w) = self.watchdog.as_mut() {
             w.begin_user_turn(workspace);
         }
-        self.drive(sink, cancel).await
+        let outcome = self.drive(sink, cancel).await;
+        self.sync_transcript();
+        outcome
+    }
+
+    /// Makes the transcript durable; called at the end of every turn.
+    fn sync_transcript(&mut self) {
+        if let Some(t) = &self.transcript {
+            let _ = t.sync();
+        }
     }
 
     /// Continues after the watchdog stopped a turn, with a fresh budget.
@@ -247,7 +357,9 @@ impl Agent {
         if let Some(w) = self.watchdog.as_mut() {
             w.resume();
         }
-        self.drive(sink, cancel).await
+        let outcome = self.drive(sink, cancel).await;
+        self.sync_transcript();
+        outcome
     }
 
     async fn drive(
@@ -316,6 +428,40 @@ impl Agent {
         cancel: &CancellationToken,
         with_tools: bool,
     ) -> Result<Option<ModelResponse>, TurnError> {
+        // Compact before a request that would pass the threshold.
+        if let Some(window) = self.context_window
+            && self.context_tokens() as f64 > window as f64 * context::COMPACT_AT
+        {
+            self.compact_and_report(sink, cancel).await?;
+        }
+        let mut compacted_for_overflow = false;
+        loop {
+            match self.request(sink, cancel, with_tools).await {
+                // A server's "context too long" gets one compaction and a retry.
+                Err(TurnError::Api(ApiError::Status { status, message }))
+                    if !compacted_for_overflow
+                        && (status == 400 || status == 413)
+                        && context::is_context_overflow(&message) =>
+                {
+                    compacted_for_overflow = true;
+                    sink.emit(Event::Notice(format!(
+                        "the server says the conversation is too long for the model ({message}); compacting and retrying"
+                    )));
+                    if self.compact_and_report(sink, cancel).await?.is_none() {
+                        return Err(TurnError::Api(ApiError::Status { status, message }));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn request(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+        with_tools: bool,
+    ) -> Result<Option<ModelResponse>, TurnError> {
         let tools = if with_tools {
             self.registry.to_openai_json()
         } else {
@@ -337,6 +483,7 @@ impl Agent {
             }
         }
         let body = wire::request_body(self.model.name(), &self.history, &tools, &extra);
+        let sent_len = self.history.len();
         let mut partial = String::new();
         let result = {
             let mut on_piece = |piece: Piece| match piece {
@@ -355,7 +502,7 @@ impl Agent {
             Ok(response) => response,
             Err(ApiError::Cancelled) => {
                 if !partial.is_empty() {
-                    self.history.push(Message::Assistant {
+                    self.push(Message::Assistant {
                         content: Some(partial),
                         tool_calls: Vec::new(),
                         reasoning: None,
@@ -367,6 +514,9 @@ impl Agent {
         };
         if let Some(usage) = response.usage {
             self.usage.add(usage);
+            if usage.prompt_tokens > 0 {
+                self.last_prompt = Some((usage.prompt_tokens, sent_len));
+            }
             sink.emit(Event::Usage(usage));
         }
         sink.emit(Event::AssistantMessage {
@@ -376,12 +526,110 @@ impl Agent {
         if response.finish_reason.as_deref() == Some("length") {
             sink.emit(Event::Notice(LENGTH_NOTICE.to_string()));
         }
-        self.history.push(Message::Assistant {
+        self.push(Message::Assistant {
             content: (!response.content.is_empty()).then(|| response.content.clone()),
             tool_calls: response.tool_calls.clone(),
             reasoning: (!response.reasoning.is_empty()).then(|| response.reasoning.clone()),
         });
         Ok(Some(response))
+    }
+
+    async fn compact_and_report(
+        &mut self,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Compaction>, TurnError> {
+        let report = self.compact(cancel).await?;
+        if let Some(r) = &report {
+            sink.emit(Event::Notice(format!(
+                "context compacted: {} older messages summarised (about {} → {} tokens)",
+                r.messages_summarised, r.tokens_before, r.tokens_after
+            )));
+        }
+        Ok(report)
+    }
+
+    /// Summarises the older turns with the model and keeps the recent ones
+    /// and the task. Returns `None` when there is nothing old enough to
+    /// summarise.
+    pub async fn compact(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Compaction>, TurnError> {
+        let window = self
+            .context_window
+            .unwrap_or_else(|| self.context_tokens().max(1));
+        let budget = (window as f64 * context::KEEP_RECENT) as u64;
+        let Some(cut) = context::cut_point(&self.history, budget) else {
+            return Ok(None);
+        };
+        if cut <= 1 {
+            return Ok(None);
+        }
+        let tokens_before = self.context_tokens();
+        let older = &self.history[1..cut];
+        let task = self
+            .history
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::User {
+                    content,
+                    source: UserSource::Person,
+                } => Some(content.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let instructions = match &self.summary_prompt {
+            Some(p) => p.clone(),
+            None => crate::session::builtin_summary_prompt(),
+        };
+        let request = wire::request_body(
+            self.model.name(),
+            &[
+                Message::System {
+                    content: instructions,
+                },
+                Message::user(format!(
+                    "The conversation so far:\n{}\nThe user's current request: {task}",
+                    context::render(older)
+                )),
+            ],
+            &Value::Array(Vec::new()),
+            &Map::new(),
+        );
+        let mut ignore_piece = |_: Piece| {};
+        let mut ignore_notice = |_: String| {};
+        let summary = self
+            .model
+            .respond(&request, &mut ignore_piece, &mut ignore_notice, cancel)
+            .await?;
+        if let Some(usage) = summary.usage {
+            self.usage.add(usage);
+        }
+        let summarised = cut - 1;
+        let recent = self.history.split_off(cut);
+        self.history.truncate(1);
+        let note = Message::User {
+            content: format!(
+                "{SUMMARY_HEADER}\n{}\n\nThe user's current request: {task}",
+                summary.content.trim()
+            ),
+            source: UserSource::Summary,
+        };
+        self.history.push(note);
+        self.history.extend(recent);
+        if let Some(t) = self.transcript.as_mut()
+            && t.compaction(&self.history[1..]).is_err()
+        {
+            self.transcript = None;
+        }
+        self.last_prompt = None;
+        Ok(Some(Compaction {
+            messages_summarised: summarised,
+            tokens_before,
+            tokens_after: self.context_tokens(),
+        }))
     }
 
     /// Runs the calls of one response in order; identical repeats inside
@@ -458,7 +706,7 @@ impl Agent {
                 error_kind: output.error_kind,
                 workspace,
             });
-            self.history.push(Message::Tool {
+            self.push(Message::Tool {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: output.text,
@@ -590,7 +838,7 @@ impl Agent {
                     verdict: "repair".into(),
                     reason: verdict.reason.clone(),
                 });
-                self.history.push(Message::User {
+                self.push(Message::User {
                     content: verdict.repair_text.clone().unwrap_or_default(),
                     source: UserSource::Watchdog,
                 });
@@ -615,7 +863,7 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<Option<String>, TurnError> {
-        self.history.push(Message::User {
+        self.push(Message::User {
             content: SUMMARISE_PROMPT.to_string(),
             source: UserSource::Watchdog,
         });
@@ -623,7 +871,7 @@ impl Agent {
         // A model that asks for tools anyway gets each call answered.
         if let Some(r) = &response {
             for call in &r.tool_calls {
-                self.history.push(Message::Tool {
+                self.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     name: call.name.clone(),
                     content: "Not run: tools are off for this last answer.".into(),

@@ -161,6 +161,7 @@ fn validate(script: &Script) -> Result<(), String> {
         }
     };
     match script.name {
+        // summary_prompt() is optional: without it the built-in one is used.
         PROMPT => need("system_prompt", 1),
         TOOLS => tools::definitions(script).map(|_| ()),
         WATCHDOG => {
@@ -304,6 +305,18 @@ impl ScriptHost {
             }
         }
         notes
+    }
+
+    /// The compaction instructions from `prompt.rhai`; `None` when it
+    /// defines no `summary_prompt()`.
+    pub fn summary_prompt(&self) -> Result<Option<String>, ScriptError> {
+        let script = self.get(PROMPT).ok_or_else(|| missing(PROMPT))?;
+        if !script.has_fn("summary_prompt", 0) {
+            return Ok(None);
+        }
+        Ok(Some(
+            script.call_hook("summary_prompt", vec![])?.to_string(),
+        ))
     }
 
     /// Builds the system prompt with `prompt.rhai`.

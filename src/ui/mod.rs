@@ -142,6 +142,31 @@ impl TextSink {
         }
     }
 
+    pub fn style(&self) -> Style {
+        self.style
+    }
+
+    /// The line after a REPL turn: tokens used, and the context filled.
+    pub fn turn_summary(&self, usage: Usage, context: u64, window: Option<u64>) {
+        let mut line = String::new();
+        if usage.total_tokens > 0 {
+            line = format!(
+                "tokens: {} in, {} out",
+                usage.prompt_tokens, usage.completion_tokens
+            );
+        }
+        if let Some(w) = window.filter(|w| *w > 0) {
+            let pct = (context as f64 / w as f64 * 100.0).round();
+            line.push_str(&format!(
+                "{}context {pct}% of {w}",
+                if line.is_empty() { "" } else { " · " }
+            ));
+        }
+        if !line.is_empty() {
+            self.err(&self.style.dim(&line));
+        }
+    }
+
     /// Prints a message on stderr, marked as an error.
     pub fn error(&self, message: &str) {
         self.err(&format!("{} {message}", self.style.red("error:")));

@@ -6,8 +6,13 @@
 
 use std::sync::Arc;
 
-use rustyline::DefaultEditor;
+use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::DefaultHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Cmd, Config, Editor, EventHandler, Helper, KeyCode, KeyEvent, Modifiers};
 use tokio_util::sync::CancellationToken;
 
 use super::Style;
@@ -82,6 +87,10 @@ pub enum Input {
     Budget,
     /// `/model` shows the model; `/model NAME` switches to a profile.
     Model(Option<String>),
+    Clear,
+    Compact,
+    /// `/resume` continues the newest saved session; `/resume ID` a given one.
+    Resume(Option<String>),
     Exit,
     /// An unknown slash command, with a hint.
     Unknown(String),
@@ -99,6 +108,15 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/reload", "reload the scripts from the config dir"),
     ("/budget", "show the watchdog's budget for the current turn"),
     ("/model", "show the model, or switch profile: /model NAME"),
+    (
+        "/clear",
+        "start a new conversation (the old one stays saved)",
+    ),
+    ("/compact", "summarise older turns now to free context"),
+    (
+        "/resume",
+        "continue a saved conversation: /resume [ID|last]",
+    ),
     ("/exit", "leave (also Ctrl+D)"),
 ];
 
@@ -118,6 +136,9 @@ pub fn parse(line: &str) -> Input {
         "/reload" => Input::Reload,
         "/budget" => Input::Budget,
         "/model" => Input::Model(trimmed.split_whitespace().nth(1).map(str::to_string)),
+        "/clear" => Input::Clear,
+        "/compact" => Input::Compact,
+        "/resume" => Input::Resume(trimmed.split_whitespace().nth(1).map(str::to_string)),
         "/exit" | "/quit" => Input::Exit,
         other => {
             let close = COMMANDS
@@ -134,6 +155,82 @@ pub fn parse(line: &str) -> Input {
     }
 }
 
+/// Line-editor behaviour: slash-command completion, and a trailing `\`
+/// that continues the input on the next line.
+pub struct ReplHelper;
+
+impl Completer for ReplHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        Ok((0, complete_command(&line[..pos])))
+    }
+}
+
+/// The slash commands that complete `prefix` (empty unless it is a lone
+/// word starting with `/`).
+pub fn complete_command(prefix: &str) -> Vec<Pair> {
+    if !prefix.starts_with('/') || prefix.contains(char::is_whitespace) {
+        return Vec::new();
+    }
+    COMMANDS
+        .iter()
+        .filter(|(c, _)| c.starts_with(prefix))
+        .map(|(c, _)| Pair {
+            display: (*c).to_string(),
+            replacement: format!("{c} "),
+        })
+        .collect()
+}
+
+impl Hinter for ReplHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ReplHelper {}
+
+impl Validator for ReplHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        if ctx.input().ends_with('\\') {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
+
+impl Helper for ReplHelper {}
+
+/// Joins lines continued with a trailing backslash.
+pub fn join_continued(input: &str) -> String {
+    input.replace("\\\n", "\n")
+}
+
+/// Two Ctrl+C at the prompt within this long exit.
+const DOUBLE_INTERRUPT: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn new_editor() -> rustyline::Result<Editor<ReplHelper, DefaultHistory>> {
+    let config = Config::builder()
+        .auto_add_history(false)
+        .bracketed_paste(true)
+        .max_history_size(10_000)?
+        .build();
+    let mut editor = Editor::with_config(config)?;
+    editor.set_helper(Some(ReplHelper));
+    // Alt-Enter and Ctrl-J insert a newline instead of sending.
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::ALT),
+        EventHandler::Simple(Cmd::Newline),
+    );
+    editor.bind_sequence(KeyEvent::ctrl('J'), EventHandler::Simple(Cmd::Newline));
+    Ok(editor)
+}
+
 /// Runs the REPL until the person exits. Returns the process exit code.
 pub fn run(
     rt: &tokio::runtime::Runtime,
@@ -146,21 +243,34 @@ pub fn run(
 ) -> u8 {
     let mut settings = settings.clone();
     let settings = &mut settings;
-    let mut editor = match DefaultEditor::new() {
+    let mut editor = match new_editor() {
         Ok(e) => e,
         Err(e) => {
             sink.error(&format!("cannot start the line editor: {e}"));
             return exit::USAGE;
         }
     };
+    let history = settings.data_dir.join("history.txt");
+    let _ = editor.load_history(&history);
     eprintln!(
         "agent {} — type a task, /help for commands, Ctrl+D to leave.",
         env!("CARGO_PKG_VERSION")
     );
+    let mut last_interrupt: Option<std::time::Instant> = None;
     loop {
         let line = match editor.readline("› ") {
-            Ok(line) => line,
-            Err(ReadlineError::Interrupted) => continue,
+            Ok(line) => {
+                last_interrupt = None;
+                join_continued(&line)
+            }
+            Err(ReadlineError::Interrupted) => {
+                if last_interrupt.is_some_and(|t| t.elapsed() < DOUBLE_INTERRUPT) {
+                    return exit::OK;
+                }
+                last_interrupt = Some(std::time::Instant::now());
+                eprintln!("{}", sink.style().dim("(Ctrl+C again to leave, or Ctrl+D)"));
+                continue;
+            }
             Err(ReadlineError::Eof) => return exit::OK,
             Err(e) => {
                 sink.error(&format!("cannot read input: {e}"));
@@ -170,6 +280,10 @@ pub fn run(
         let input = parse(&line);
         if input != Input::Empty {
             let _ = editor.add_history_entry(line.trim());
+            if let Some(dir) = history.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = editor.save_history(&history);
         }
         match input {
             Input::Empty => {}
@@ -196,6 +310,52 @@ pub fn run(
                 eprintln!("  {used} of {limit} turns used in the current turn's budget");
             }
             Input::Reload => reload(agent, &mut host, settings, &asker, true),
+            Input::Clear => {
+                agent.clear();
+                let id = crate::cli::session_id();
+                match crate::cli::new_transcript(settings, &id) {
+                    Ok(t) => {
+                        agent.set_transcript(Some(t));
+                        eprintln!("  new conversation (the previous one stays saved)");
+                    }
+                    Err(e) => {
+                        agent.set_transcript(None);
+                        sink.error(&format!(
+                            "cannot start a new transcript: {e}; this conversation is not saved"
+                        ));
+                    }
+                }
+            }
+            Input::Compact => {
+                let cancel = CancellationToken::new();
+                let watcher = interrupt_watcher(rt, &cancel);
+                match rt.block_on(agent.compact(&cancel)) {
+                    Ok(Some(r)) => eprintln!(
+                        "  compacted: {} older messages summarised (about {} → {} tokens)",
+                        r.messages_summarised, r.tokens_before, r.tokens_after
+                    ),
+                    Ok(None) => eprintln!("  nothing to compact yet"),
+                    Err(e) => sink.error(&format!("compaction failed: {e}")),
+                }
+                watcher.abort();
+            }
+            Input::Resume(which) => {
+                match crate::cli::resume_session(settings, which.as_deref().unwrap_or("last")) {
+                    Ok((path, loaded)) => {
+                        let n = loaded.messages.len();
+                        agent.restore(loaded.messages);
+                        match crate::agent::transcript::Transcript::append_to(&path) {
+                            Ok(t) => agent.set_transcript(Some(t)),
+                            Err(e) => {
+                                sink.error(&format!("cannot append to {}: {e}", path.display()))
+                            }
+                        }
+                        eprintln!("  resumed {} ({n} messages)", path.display());
+                        recap(agent, &sink);
+                    }
+                    Err(e) => sink.error(&e),
+                }
+            }
             Input::Model(None) => {
                 eprintln!("  model {} at {}", agent.model_name(), settings.base_url)
             }
@@ -218,6 +378,7 @@ pub fn run(
                 if host.changed() {
                     reload(agent, &mut host, settings, &asker, false);
                 }
+                let usage_before = agent.usage();
                 let cancel = CancellationToken::new();
                 let watcher = interrupt_watcher(rt, &cancel);
                 let mut outcome = rt.block_on(agent.run_turn(&text, sink.as_ref(), &cancel));
@@ -239,9 +400,18 @@ pub fn run(
                 }
                 match outcome {
                     Ok(TurnOutcome::Done { .. }) | Ok(TurnOutcome::Stopped { .. }) => {}
-                    Ok(TurnOutcome::Cancelled) => sink.error("interrupted"),
+                    Ok(TurnOutcome::Cancelled) => {
+                        sink.error("interrupted; everything so far is kept")
+                    }
                     Err(e) => sink.error(&e.to_string()),
                 }
+                let now = agent.usage();
+                let turn = crate::protocol::Usage {
+                    prompt_tokens: now.prompt_tokens - usage_before.prompt_tokens,
+                    completion_tokens: now.completion_tokens - usage_before.completion_tokens,
+                    total_tokens: now.total_tokens - usage_before.total_tokens,
+                };
+                sink.turn_summary(turn, agent.context_tokens(), agent.context_window());
             }
         }
     }
@@ -303,6 +473,38 @@ fn reload(
     }
 }
 
+/// Shows the last exchange of a resumed conversation.
+fn recap(agent: &Agent, sink: &TextSink) {
+    use crate::protocol::{Message, UserSource};
+    let last_user = agent.history().iter().rev().find_map(|m| match m {
+        Message::User {
+            content,
+            source: UserSource::Person,
+        } => Some(content.clone()),
+        _ => None,
+    });
+    let last_answer = agent.history().iter().rev().find_map(|m| match m {
+        Message::Assistant {
+            content: Some(c), ..
+        } if !c.trim().is_empty() => Some(c.clone()),
+        _ => None,
+    });
+    if let Some(u) = last_user {
+        eprintln!(
+            "{}",
+            sink.style()
+                .dim(&format!("  last request: {}", crate::watchdog::snippet(&u)))
+        );
+    }
+    if let Some(a) = last_answer {
+        eprintln!(
+            "{}",
+            sink.style()
+                .dim(&format!("  last answer: {}", crate::watchdog::snippet(&a)))
+        );
+    }
+}
+
 fn agent_model(settings: &Settings) -> &str {
     &settings.model
 }
@@ -312,12 +514,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn completion_and_continued_lines() {
+        let names: Vec<String> = complete_command("/re")
+            .into_iter()
+            .map(|p| p.display)
+            .collect();
+        assert_eq!(names, ["/reload", "/resume"]);
+        assert!(complete_command("fix /re").is_empty());
+        assert_eq!(join_continued("first \\\nsecond"), "first \nsecond");
+        assert_eq!(parse_answer(" Y "), Answer::Yes);
+        assert_eq!(parse_answer("always"), Answer::Always);
+        assert_eq!(parse_answer(""), Answer::No);
+    }
+
+    #[test]
     fn slash_commands_and_messages() {
         assert_eq!(parse("  "), Input::Empty);
         assert_eq!(parse("fix the bug"), Input::Message("fix the bug".into()));
         assert_eq!(parse("/reload"), Input::Reload);
         assert_eq!(parse("/quit"), Input::Exit);
         assert_eq!(parse("/model"), Input::Model(None));
+        assert_eq!(parse("/resume"), Input::Resume(None));
+        assert_eq!(parse("/resume abc"), Input::Resume(Some("abc".into())));
+        assert_eq!(parse("/clear"), Input::Clear);
         assert_eq!(
             parse("/model  ollama "),
             Input::Model(Some("ollama".into()))
