@@ -236,7 +236,13 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         (Some(_), false) => Arc::new(FixedAnswer(Answer::No)),
         (None, _) => Arc::new(crate::ui::repl::TerminalAsker::new(style)),
     };
-    let (mut agent, settings, host, notes, info) = match build_agent(
+    let Built {
+        mut agent,
+        settings,
+        host,
+        warnings: notes,
+        info,
+    } = match build_agent(
         &settings,
         &overrides,
         env,
@@ -286,7 +292,7 @@ pub fn build_agent(
     profile: Option<&str>,
     resume: Option<&str>,
     asker: Arc<dyn Asker>,
-) -> Result<(Agent, Settings, ScriptHost, Vec<String>, Vec<String>), String> {
+) -> Result<Built, String> {
     let session_id = session_id();
     let mut notes_info: Vec<String> = Vec::new();
     let (host, load_notes) = ScriptHost::load(&settings.config_dir);
@@ -357,7 +363,24 @@ pub fn build_agent(
             )),
         },
     }
-    Ok((agent, settings, host, notes, notes_info))
+    Ok(Built {
+        agent,
+        settings,
+        host,
+        warnings: notes,
+        info: notes_info,
+    })
+}
+
+/// An agent ready to run, with what the person should be told.
+pub struct Built {
+    pub agent: Agent,
+    /// The settings after the profile was applied.
+    pub settings: Settings,
+    /// The scripts, kept for reloads.
+    pub host: ScriptHost,
+    pub warnings: Vec<String>,
+    pub info: Vec<String>,
 }
 
 /// Where transcripts live.
