@@ -5,6 +5,7 @@
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
+//! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
@@ -19,6 +20,7 @@ mod common;
 mod binary;
 mod client;
 mod profiles;
+mod repl;
 mod runtime_safety;
 mod sandbox;
 mod scripts;

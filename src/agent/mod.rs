@@ -269,11 +269,14 @@ impl Agent {
     /// Tokens the history holds: the server's count for the last request
     /// plus an estimate for what came after.
     pub fn context_tokens(&self) -> u64 {
+        // The larger of the server's count and the estimate: compacting a
+        // little early is cheap, overflowing the window is not.
+        let estimate = context::estimate_all(&self.history);
         match self.last_prompt {
             Some((tokens, len)) if len <= self.history.len() => {
-                tokens + context::estimate_all(&self.history[len..])
+                (tokens + context::estimate_all(&self.history[len..])).max(estimate)
             }
-            _ => context::estimate_all(&self.history),
+            _ => estimate,
         }
     }
 

@@ -256,6 +256,9 @@ pub fn run(
         "agent {} — type a task, /help for commands, Ctrl+D to leave.",
         env!("CARGO_PKG_VERSION")
     );
+    if agent.history().len() > 1 {
+        recap(agent, &sink);
+    }
     let mut last_interrupt: Option<std::time::Instant> = None;
     loop {
         let line = match editor.readline("› ") {

@@ -2,6 +2,7 @@
 //! the built binary, each wait bounded by a timeout.
 
 pub mod mock;
+pub mod tmux;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

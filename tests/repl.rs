@@ -1,0 +1,308 @@
+//! The REPL in a real terminal (tmux), and saved sessions.
+
+use std::sync::Arc;
+
+use agent::agent::TurnOutcome;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::mock::{MockServer, Reply, Shape};
+use crate::common::tmux::Tmux;
+use crate::common::{Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_for, output, stderr};
+
+fn contents(server: &MockServer, request: usize) -> Vec<String> {
+    server.requests()[request]
+        .messages()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prompt_is_answered_with_streamed_text() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![Reply::text(
+        "Hello from the mock model, streamed in pieces.",
+    )])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("say hello");
+    let screen = tmux
+        .wait_for("Hello from the mock model, streamed in pieces.")
+        .await;
+    assert!(screen.contains("tokens: 11 in, 7 out"), "{screen}");
+    tmux.wait_for_n("›", 2).await;
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+    assert_eq!(contents(&server, 0).last().unwrap(), "say hello");
+}
+
+#[tokio::test]
+async fn ctrl_c_during_a_hanging_tool_returns_to_the_prompt_and_the_next_request_works() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("h", "run_shell", r#"{"command":"sleep 100"}"#)],
+        ),
+        Reply::text("Second answer."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("start something slow");
+    tmux.wait_for("run_shell sleep 100").await;
+    tmux.press("C-c");
+    tmux.wait_for("interrupted; everything so far is kept")
+        .await;
+    tmux.line("try again");
+    tmux.wait_for("Second answer.").await;
+    let second = &server.requests()[1];
+    let cancelled = second
+        .tool_result("h")
+        .expect("the cancelled call was answered");
+    let text = cancelled["content"].as_str().unwrap();
+    assert!(
+        text.contains("cancelled") || text.contains("Cancelled"),
+        "{text}"
+    );
+    server.assert_protocol();
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .any(|l| l.trim() == "sleep 100"),
+        "the tool was killed"
+    );
+}
+
+#[tokio::test]
+async fn history_persists_across_runs_and_multi_line_input_works() {
+    let dirs = Dirs::new();
+    let server = MockServer::start_with_fallback(vec![], Some(Reply::text("all good"))).await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.type_text("first line \\");
+    tmux.press("Enter");
+    tmux.line("second line");
+    tmux.wait_for("all good").await;
+    tmux.wait_for_n("›", 2).await;
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+    assert_eq!(
+        contents(&server, 0).last().unwrap(),
+        "first line \nsecond line"
+    );
+    drop(tmux);
+
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.press("Up");
+    let screen = tmux.wait_for("second line").await;
+    assert!(screen.contains("first line"), "{screen}");
+    tmux.press("C-c");
+    tmux.press("C-c");
+    tmux.wait_for("__EXITED__0").await;
+}
+
+#[tokio::test]
+async fn resume_last_continues_a_conversation() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("c", "run_shell", r#"{"command":"echo remembered"}"#)],
+        ),
+        Reply::text("The first answer."),
+        Reply::text("The second answer."),
+    ])
+    .await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "first task"]);
+    assert_eq!(output(cmd).await.status.code(), Some(0));
+
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["--resume", "-p", "and now?"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("resumed"), "{}", stderr(&out));
+    let third = contents(&server, 2);
+    assert_eq!(third[1], "first task");
+    assert!(
+        third.iter().any(|c| c.starts_with("remembered")),
+        "{third:?}"
+    );
+    assert!(third.contains(&"The first answer.".to_string()));
+    assert_eq!(third.last().unwrap(), "and now?");
+    server.assert_protocol();
+
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["--resume", "no-such-session", "-p", "x"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no saved session \"no-such-session\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn reload_after_editing_tools_rhai_and_resume_in_the_repl() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::text("before"),
+        Reply::tools(Shape::OpenAi, &[("n", "shout", r#"{"text":"hi"}"#)]),
+        Reply::text("after"),
+        Reply::text("resumed fine"),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("one");
+    tmux.wait_for("before").await;
+    std::fs::write(
+        dirs.config.join("tools.rhai"),
+        "[ #{ name: \"shout\", description: \"Upper-cases text.\", parameters: #{ type: \"object\", properties: #{ text: #{ type: \"string\" } } }, handler: |args| args.text.to_upper() } ]",
+    )
+    .unwrap();
+    tmux.line("/reload");
+    tmux.wait_for("reloaded tools.rhai").await;
+    tmux.line("/tools");
+    tmux.wait_for("shout (script): Upper-cases text.").await;
+    tmux.line("two");
+    tmux.wait_for("after").await;
+    assert_eq!(
+        server.requests()[2].tool_result("n").unwrap()["content"],
+        "HI"
+    );
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+    drop(tmux);
+
+    let tmux = Tmux::start(&dirs, &server.base_url, &["--resume", "last"], &[]);
+    tmux.wait_for("last answer: after").await;
+    tmux.line("three");
+    tmux.wait_for("resumed fine").await;
+    let last = contents(&server, 3);
+    assert!(
+        last.contains(&"one".to_string()) && last.contains(&"two".to_string()),
+        "{last:?}"
+    );
+    tmux.press("C-d");
+}
+
+#[tokio::test]
+async fn an_approval_question_is_answered_at_the_terminal() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("s", "run_shell", r#"{"command":"sudo -n true"}"#)],
+        ),
+        Reply::text("Understood."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("do it");
+    tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    tmux.line("n");
+    tmux.wait_for("Understood.").await;
+    let text = server.requests()[1].tool_result("s").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.starts_with("Denied: the person refused to run `sudo -n true`"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_small_window_triggers_compaction_with_the_model() {
+    let dirs = Dirs::new();
+    let big = "x".repeat(4000);
+    let server = MockServer::start(vec![
+        Reply::text(&format!("first answer {big}")),
+        Reply::text(&format!("second answer {big}")),
+        // The summarisation request, then the real one.
+        Reply::text("SUMMARY: the user asked two things; both answered."),
+        Reply::text("third answer"),
+    ])
+    .await;
+    let mut agent = agent_for(&server.base_url, &dirs);
+    agent.set_context_window(Some(2000));
+    let recorder = Recorder::default();
+    let cancel = CancellationToken::new();
+    for task in ["one", "two", "three"] {
+        let outcome = tokio::time::timeout(STEP_TIMEOUT, agent.run_turn(task, &recorder, &cancel))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(outcome, TurnOutcome::Done { .. }));
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let summarise = &requests[2];
+    assert!(summarise.body.get("tools").is_none());
+    let instructions = summarise.messages()[0]["content"].as_str().unwrap();
+    assert!(
+        instructions.contains("summarise a coding session"),
+        "{instructions}"
+    );
+    assert!(
+        summarise.messages()[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("first answer")
+    );
+    let after: Vec<Value> = requests[3].messages().to_vec();
+    let summary = after[1]["content"].as_str().unwrap();
+    assert!(
+        summary.contains("SUMMARY: the user asked two things")
+            && summary.contains("not a message from the user"),
+        "{summary}"
+    );
+    assert_eq!(after.last().unwrap()["content"], "three");
+    assert!(
+        !requests[3].body.to_string().contains("first answer xxx"),
+        "the old turn was replaced"
+    );
+    assert!(recorder.events().iter().any(
+        |e| matches!(e, agent::protocol::Event::Notice(n) if n.starts_with("context compacted"))
+    ));
+    let _ = Arc::new(());
+}
+
+#[tokio::test]
+async fn a_context_too_long_error_compacts_and_retries() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::text("first"),
+        Reply::status(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 4096 tokens"}}"#,
+        ),
+        Reply::text("SUMMARY"),
+        Reply::text("fits now"),
+    ])
+    .await;
+    let mut agent = agent_for(&server.base_url, &dirs);
+    let recorder = Recorder::default();
+    let cancel = CancellationToken::new();
+    agent.run_turn("one", &recorder, &cancel).await.unwrap();
+    let outcome = agent.run_turn("two", &recorder, &cancel).await.unwrap();
+    assert_eq!(
+        outcome,
+        TurnOutcome::Done {
+            text: "fits now".into(),
+            finish_reason: Some("stop".into())
+        }
+    );
+    assert_eq!(server.requests().len(), 4);
+}
