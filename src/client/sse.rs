@@ -8,6 +8,8 @@
 //! [`SseParser::finish`] flushes an event left open by a stream that ended
 //! without its final blank line.
 
+use std::borrow::Cow;
+
 /// One dispatched event: its `event:` name (if any) and its `data:` lines
 /// joined with `\n`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -20,6 +22,10 @@ pub struct SseEvent {
 /// real chunk is a few KB; this only stops a garbage stream from growing the
 /// buffer without bound.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The largest line buffer kept between lines; a bigger one (after a huge
+/// line) is freed rather than held for the rest of the stream.
+const KEEP_LINE_BUFFER: usize = 64 << 10;
 
 /// Incremental SSE parser. Feed it bytes; it returns whole events.
 #[derive(Debug, Default)]
@@ -49,12 +55,22 @@ impl SseParser {
                     continue;
                 }
             }
-            match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            match memchr::memchr2(b'\n', b'\r', rest) {
                 Some(i) => {
-                    self.push_bytes(&rest[..i]);
                     self.after_cr = rest[i] == b'\r';
+                    if self.line.is_empty() {
+                        // The whole line is in this chunk: read it in place.
+                        if i > MAX_LINE_BYTES {
+                            self.overflowed = true;
+                            self.end_line(&[], out);
+                        } else {
+                            self.end_line(&rest[..i], out);
+                        }
+                    } else {
+                        self.push_bytes(&rest[..i]);
+                        self.end_buffered_line(out);
+                    }
                     rest = &rest[i + 1..];
-                    self.end_line(out);
                 }
                 None => {
                     self.push_bytes(rest);
@@ -67,7 +83,7 @@ impl SseParser {
     /// Ends the stream: a pending line and a pending event are flushed.
     pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
         if !self.line.is_empty() {
-            self.end_line(out);
+            self.end_buffered_line(out);
         }
         self.dispatch(out);
     }
@@ -86,13 +102,28 @@ impl SseParser {
         self.line.extend_from_slice(bytes);
     }
 
-    fn end_line(&mut self, out: &mut Vec<SseEvent>) {
-        let line = std::mem::take(&mut self.line);
+    /// Ends the line gathered in `self.line` over several chunks, keeping
+    /// a modest buffer for the next one.
+    fn end_buffered_line(&mut self, out: &mut Vec<SseEvent>) {
+        let mut line = std::mem::take(&mut self.line);
+        self.end_line(&line, out);
+        if line.capacity() <= KEEP_LINE_BUFFER {
+            line.clear();
+            self.line = line;
+        }
+    }
+
+    fn end_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
         if line.is_empty() {
             self.dispatch(out);
             return;
         }
-        let text = String::from_utf8_lossy(&line);
+        // `from_utf8` is the fast check; the lossy decoding only runs on
+        // lines that need it.
+        let text = match std::str::from_utf8(line) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         let (field, value) = match text.find(':') {
             Some(0) => return, // a comment, such as `: keep-alive`
             Some(i) => {
@@ -192,6 +223,23 @@ mod tests {
     #[test]
     fn data_without_space_and_field_without_colon() {
         assert_eq!(data(&parse_all(&[b"data:x\n\ndata\n\n"])), ["x", ""]);
+    }
+
+    #[test]
+    fn an_overlong_line_is_dropped_whole_or_in_pieces() {
+        let mut stream = b"data: a\n\ndata: ".to_vec();
+        stream.resize(stream.len() + MAX_LINE_BYTES + 10, b'x');
+        stream.extend_from_slice(b"\n\ndata: b\n\n");
+        for size in [stream.len(), 1 << 20, 4099] {
+            let mut parser = SseParser::new();
+            let mut out = Vec::new();
+            for chunk in stream.chunks(size) {
+                parser.feed(chunk, &mut out);
+            }
+            parser.finish(&mut out);
+            assert_eq!(data(&out), ["a", "b"], "chunks of {size}");
+            assert!(parser.overflowed(), "chunks of {size}");
+        }
     }
 
     #[test]

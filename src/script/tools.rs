@@ -112,21 +112,26 @@ pub fn definitions(script: &Script) -> Result<Vec<ToolDef>, String> {
 
 /// A script tool in the registry.
 pub struct ScriptTool {
-    def: ToolDef,
+    /// Shared with the blocking thread of each call, so a call does not
+    /// copy the name, description and schema.
+    def: Arc<ToolDef>,
     script: Arc<Script>,
 }
 
 impl ScriptTool {
+    /// The tool `def` of the loaded `script` it came from.
+    pub fn new(def: ToolDef, script: Arc<Script>) -> Self {
+        ScriptTool {
+            def: Arc::new(def),
+            script,
+        }
+    }
+
     /// Every tool of a loaded `tools.rhai`.
     pub fn all(script: &Arc<Script>) -> Result<Vec<Arc<dyn Tool>>, String> {
         Ok(definitions(script)?
             .into_iter()
-            .map(|def| {
-                Arc::new(ScriptTool {
-                    def,
-                    script: script.clone(),
-                }) as Arc<dyn Tool>
-            })
+            .map(|def| Arc::new(ScriptTool::new(def, script.clone())) as Arc<dyn Tool>)
             .collect())
     }
 
@@ -219,13 +224,13 @@ impl Tool for ScriptTool {
         };
         Box::pin(async move {
             let handle = tokio::runtime::Handle::current();
-            let name = tool.def.spec.name.clone();
+            let def = tool.def.clone();
             tokio::task::spawn_blocking(move || tool.call_blocking(args, ctx, handle))
                 .await
                 .unwrap_or_else(|e| {
                     ToolOutput::failed(
                         ErrorKind::Failed,
-                        format!("Error: the tool `{name}` crashed: {e}"),
+                        format!("Error: the tool `{}` crashed: {e}", def.spec.name),
                     )
                 })
         })
