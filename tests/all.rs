@@ -4,6 +4,7 @@
 //! - `turn_loop`: the agent loop in-process: tool results reach the model,
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
+//! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
@@ -19,6 +20,7 @@ mod common;
 
 mod binary;
 mod client;
+mod fuzz;
 mod profiles;
 mod repl;
 mod runtime_safety;
