@@ -192,6 +192,8 @@ impl Usage {
 /// (and whether) to show each one.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// A request went to the model; nothing has come back yet.
+    RequestStarted,
     /// A piece of answer text, as it streams in.
     TextDelta(String),
     /// A piece of reasoning text; shown dimmed or hidden, never as answer.

@@ -190,17 +190,31 @@ async fn interrupt_exits_130_and_kills_the_running_command() {
 #[tokio::test]
 async fn a_permanent_server_error_exits_3_after_the_configured_tries() {
     let dirs = Dirs::new();
-    let models = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/models.rhai"))
-        .unwrap()
-        .replace("max_attempts: 4,", "max_attempts: 2,");
+    let models =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/models.rhai"))
+            .unwrap()
+            .replace("max_attempts: 4,", "max_attempts: 2,");
     std::fs::write(dirs.config.join("models.rhai"), models).unwrap();
-    let server = MockServer::start_with_fallback(vec![], Some(Reply::status(503, r#"{"error":{"message":"upstream down"}}"#))).await;
+    let server = MockServer::start_with_fallback(
+        vec![],
+        Some(Reply::status(
+            503,
+            r#"{"error":{"message":"upstream down"}}"#,
+        )),
+    )
+    .await;
     let mut cmd = agent_command(&dirs, &server.base_url);
     cmd.args(["-p", "hi"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
-    assert!(err.contains("server error 503; retrying in") && err.contains("(2/2)"), "a notice per retry: {err}");
-    assert!(err.contains("error: the model API answered 503: upstream down"), "{err}");
+    assert!(
+        err.contains("server error 503; retrying in") && err.contains("(2/2)"),
+        "a notice per retry: {err}"
+    );
+    assert!(
+        err.contains("error: the model API answered 503: upstream down"),
+        "{err}"
+    );
     assert_eq!(server.requests().len(), 2);
 }

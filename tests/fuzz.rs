@@ -116,7 +116,10 @@ fn chunk() -> impl Strategy<Value = String> {
 fn recorded() -> Vec<u8> {
     let mut s = String::from(": hi\r\n\r\n");
     for piece in ["Hé", "llo ", "wörld"] {
-        s.push_str(&format!("data: {}\r\n\r\n", json!({"choices": [{"delta": {"content": piece}}]})));
+        s.push_str(&format!(
+            "data: {}\r\n\r\n",
+            json!({"choices": [{"delta": {"content": piece}}]})
+        ));
     }
     s.push_str(&format!(
         "data: {}\n\n",

@@ -487,6 +487,7 @@ impl Agent {
         }
         let body = wire::request_body(self.model.name(), &self.history, &tools, &extra);
         let sent_len = self.history.len();
+        sink.emit(Event::RequestStarted);
         let mut partial = String::new();
         let result = {
             let mut on_piece = |piece: Piece| match piece {

@@ -10,7 +10,8 @@
 pub mod repl;
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -86,11 +87,56 @@ fn first_line(text: &str) -> String {
     }
 }
 
+/// The spinner shown while waiting for the model's first token.
+struct Spinner {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Time between spinner frames.
+const SPINNER_FRAME: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Spinner {
+    fn start() -> Spinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+            let started = std::time::Instant::now();
+            let mut i = 0;
+            while !flag.load(Ordering::Relaxed) {
+                {
+                    let mut e = std::io::stderr().lock();
+                    let _ = write!(
+                        e,
+                        "\r{} waiting for the model… {}s",
+                        FRAMES[i % FRAMES.len()],
+                        started.elapsed().as_secs()
+                    );
+                    let _ = e.flush();
+                }
+                i += 1;
+                std::thread::sleep(SPINNER_FRAME);
+            }
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[2K");
+            let _ = e.flush();
+        });
+        Spinner { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
 #[derive(Default)]
 struct TextState {
     /// Answer text streamed to stdout on the current line (REPL mode).
     streamed: bool,
     reasoning_open: bool,
+    spinner: Option<Spinner>,
 }
 
 /// Human-readable output.
@@ -148,6 +194,7 @@ impl TextSink {
 
     /// The line after a REPL turn: tokens used, and the context filled.
     pub fn turn_summary(&self, usage: Usage, context: u64, window: Option<u64>) {
+        self.quiet();
         let mut line = String::new();
         if usage.total_tokens > 0 {
             line = format!(
@@ -167,8 +214,18 @@ impl TextSink {
         }
     }
 
+    /// Stops the spinner, if one runs (the turn ended).
+    pub fn quiet(&self) {
+        if let Ok(mut state) = self.state.lock()
+            && let Some(spinner) = state.spinner.take()
+        {
+            spinner.stop();
+        }
+    }
+
     /// Prints a message on stderr, marked as an error.
     pub fn error(&self, message: &str) {
+        self.quiet();
         self.err(&format!("{} {message}", self.style.red("error:")));
     }
 }
@@ -178,7 +235,15 @@ impl EventSink for TextSink {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
+        if let Some(spinner) = state.spinner.take() {
+            spinner.stop();
+        }
         match event {
+            Event::RequestStarted => {
+                if self.live && std::io::stderr().is_terminal() {
+                    state.spinner = Some(Spinner::start());
+                }
+            }
             Event::TextDelta(t) => {
                 if self.live {
                     if state.reasoning_open {
@@ -286,7 +351,10 @@ impl JsonSink {
 impl EventSink for JsonSink {
     fn emit(&self, event: Event) {
         let value = match event {
-            Event::TextDelta(_) | Event::ReasoningDelta(_) | Event::Budget { .. } => return,
+            Event::TextDelta(_)
+            | Event::ReasoningDelta(_)
+            | Event::Budget { .. }
+            | Event::RequestStarted => return,
             Event::AssistantMessage { text, .. } => {
                 if text.is_empty() {
                     return;
