@@ -427,6 +427,7 @@ fn watchdog(b: &mut Bench) {
         command: "cargo test",
         first_time: false,
         output_changed: true,
+        output_empty: false,
         is_write: false,
         workspace_changed: false,
         workspace_seen: false,
