@@ -373,3 +373,43 @@ async fn a_stalled_stream_is_aborted_and_retried() {
         "the partial text was shown, then the full answer"
     );
 }
+
+#[tokio::test]
+async fn a_stream_cut_mid_tool_call_or_a_garbage_chunk_is_retried_whole() {
+    let mut events = tool_events(
+        Shape::OpenAi,
+        None,
+        &[("c", "run_shell", r#"{"command":"ls"}"#)],
+    );
+    events.truncate(3);
+    let cut: Vec<Chunk> = events
+        .iter()
+        .map(|e| Chunk {
+            bytes: format!("data: {e}\n\n").into_bytes(),
+            delay: Duration::ZERO,
+        })
+        .collect();
+    let garbage = vec![Chunk {
+        bytes: b"data: {\"choices\": [garbage\n\n".to_vec(),
+        delay: Duration::ZERO,
+    }];
+    let server = MockServer::start(vec![
+        Reply::Sse(cut),
+        Reply::Sse(garbage),
+        Reply::tools(Shape::OpenAi, &[("c", "run_shell", r#"{"command":"ls"}"#)]),
+    ])
+    .await;
+    let (result, _, notices) = complete(&client_for(&server)).await;
+    let response = result.unwrap();
+    assert_eq!(
+        response.tool_calls.len(),
+        1,
+        "one whole call, nothing duplicated"
+    );
+    assert_eq!(response.tool_calls[0].arguments, r#"{"command":"ls"}"#);
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(
+        notices.iter().all(|n| n.starts_with("the stream broke")),
+        "{notices:?}"
+    );
+}

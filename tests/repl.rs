@@ -174,6 +174,13 @@ async fn reload_after_editing_tools_rhai_and_resume_in_the_repl() {
     tmux.wait_for("reloaded tools.rhai").await;
     tmux.line("/tools");
     tmux.wait_for("shout (script): Upper-cases text.").await;
+    // AGENT_MODEL and AGENT_BASE_URL (set for the mock) beat the profile.
+    tmux.line("/model ollama");
+    tmux.wait_for("switched to profile ollama: model mock-model")
+        .await;
+    tmux.line("/model nope");
+    tmux.wait_for("known profiles: deepseek, llamacpp, ollama")
+        .await;
     tmux.line("two");
     tmux.wait_for("after").await;
     assert_eq!(

@@ -304,7 +304,7 @@ pub fn run(
                     } else {
                         ""
                     };
-                    let first = tool.spec().description.lines().next().unwrap_or("");
+                    let first = crate::watchdog::snippet(&tool.spec().description);
                     eprintln!("  {}{mark}: {first}", tool.spec().name);
                 }
             }
