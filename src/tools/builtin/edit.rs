@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::read::number_line;
-use super::{ToolContext, blocking, cancelled, failed, messages, resolve_path};
+use super::{Access, ToolContext, blocking, failed, messages, target};
 use crate::protocol::{ErrorKind, ToolOutput};
 use crate::runtime::fs::write_atomic;
 use crate::tools::{Tool, ToolSpec, arg_bool, arg_str};
@@ -80,9 +80,6 @@ impl Tool for EditFile {
 
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
-            if ctx.cancel.is_cancelled() {
-                return cancelled();
-            }
             let old = arg_str(&args, "old_string").to_string();
             let new = arg_str(&args, "new_string").to_string();
             if old.is_empty() {
@@ -92,13 +89,10 @@ impl Tool for EditFile {
                 return ToolOutput::failed(ErrorKind::InvalidArgs, messages::EDIT_SAME_STRINGS);
             }
             let shown = arg_str(&args, "path").to_string();
-            let path = match resolve_path(&ctx, &shown) {
+            let path = match target(&ctx, &shown, Access::Write).await {
                 Ok(path) => path,
                 Err(output) => return output,
             };
-            if let Err(text) = ctx.runtime.check_write(&path).await {
-                return ToolOutput::failed(ErrorKind::Denied, text);
-            }
             let replace_all = arg_bool(&args, "replace_all");
             blocking(move || edit_file(&path, &shown, &old, &new, replace_all)).await
         })

@@ -9,7 +9,7 @@ use std::path::Path;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::{ToolContext, blocking, cancelled, failed, messages, resolve_path};
+use super::{Access, ToolContext, blocking, failed, messages, target};
 use crate::protocol::ToolOutput;
 use crate::runtime::fs::human_size;
 use crate::tools::{Tool, ToolSpec, arg_str};
@@ -63,16 +63,13 @@ impl Tool for ListDir {
 
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
-            if ctx.cancel.is_cancelled() {
-                return cancelled();
-            }
             let given = arg_str(&args, "path");
             let shown = if given.trim().is_empty() {
                 DEFAULT_PATH.to_string()
             } else {
                 given.to_string()
             };
-            let path = match resolve_path(&ctx, &shown) {
+            let path = match target(&ctx, &shown, Access::Read).await {
                 Ok(path) => path,
                 Err(output) => return output,
             };

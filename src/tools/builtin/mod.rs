@@ -45,6 +45,30 @@ fn resolve_path(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolOutput> {
     })
 }
 
+/// What a file tool does with its path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+/// The common start of a file tool: stop if the turn was interrupted,
+/// resolve and confine the path, and for a write ask the policy. `Err` is
+/// the output that ends the call.
+async fn target(ctx: &ToolContext, shown: &str, access: Access) -> Result<PathBuf, ToolOutput> {
+    if ctx.cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    let path = resolve_path(ctx, shown)?;
+    if access == Access::Write {
+        ctx.runtime
+            .check_write(&path)
+            .await
+            .map_err(|text| ToolOutput::failed(ErrorKind::Denied, text))?;
+    }
+    Ok(path)
+}
+
 /// The output for a call that arrives after the turn was interrupted.
 fn cancelled() -> ToolOutput {
     ToolOutput::failed(ErrorKind::Cancelled, super::messages::CANCELLED)

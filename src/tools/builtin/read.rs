@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::messages::{self, BinaryReason};
-use super::{ToolContext, blocking, cancelled, failed, resolve_path};
+use super::{Access, ToolContext, blocking, failed, target};
 use crate::protocol::ToolOutput;
 use crate::tools::{Tool, ToolSpec, arg_str, arg_u64};
 
@@ -98,11 +98,8 @@ impl Tool for ReadFile {
 
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
-            if ctx.cancel.is_cancelled() {
-                return cancelled();
-            }
             let shown = arg_str(&args, "path").to_string();
-            let path = match resolve_path(&ctx, &shown) {
+            let path = match target(&ctx, &shown, Access::Read).await {
                 Ok(path) => path,
                 Err(output) => return output,
             };

@@ -10,8 +10,8 @@ use std::path::Path;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::{ToolContext, blocking, cancelled, failed, messages, resolve_path};
-use crate::protocol::{ErrorKind, ToolOutput};
+use super::{Access, ToolContext, blocking, failed, messages, target};
+use crate::protocol::ToolOutput;
 use crate::runtime::fs::write_atomic;
 use crate::tools::{Tool, ToolSpec, arg_str};
 
@@ -62,17 +62,11 @@ impl Tool for WriteFile {
 
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
-            if ctx.cancel.is_cancelled() {
-                return cancelled();
-            }
             let shown = arg_str(&args, "path").to_string();
-            let path = match resolve_path(&ctx, &shown) {
+            let path = match target(&ctx, &shown, Access::Write).await {
                 Ok(path) => path,
                 Err(output) => return output,
             };
-            if let Err(text) = ctx.runtime.check_write(&path).await {
-                return ToolOutput::failed(ErrorKind::Denied, text);
-            }
             let content = arg_str(&args, "content").to_string();
             blocking(move || write_file(&path, &shown, content.as_bytes())).await
         })
