@@ -65,6 +65,9 @@ pub enum TurnError {
 /// Text shown when the model's answer hit the token limit.
 pub const LENGTH_NOTICE: &str = "the model's answer was cut off at its output token limit (finish_reason: length); the answer may be incomplete";
 
+/// The answer to a tool call made in the tool-less summary turn.
+pub const TOOLS_OFF: &str = "Not run: tools are off for this last answer; summarise instead.";
+
 /// The answer to a call that repeats an earlier call of the same response.
 pub fn duplicate_call(first_id: &str) -> String {
     format!(
@@ -210,7 +213,7 @@ impl Agent {
     /// Appends a message to the history and to the transcript.
     fn push(&mut self, message: Message) {
         if let Some(t) = self.transcript.as_mut()
-            && let Err(e) = t.append(&message)
+            && let Err(e) = t.append(&message, &|line| self.runtime.redact(line))
         {
             // Reported once; the conversation goes on without a transcript.
             eprintln!(
@@ -878,7 +881,7 @@ impl Agent {
                 self.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     name: call.name.clone(),
-                    content: "Not run: tools are off for this last answer.".into(),
+                    content: TOOLS_OFF.into(),
                     status: ToolStatus::Failed,
                     exit_code: None,
                 });

@@ -67,9 +67,14 @@ impl Transcript {
         &self.path
     }
 
-    /// Appends one message and flushes it to the OS.
-    pub fn append(&mut self, message: &Message) -> std::io::Result<()> {
-        let line = serde_json::to_string(message).map_err(std::io::Error::other)?;
+    /// Appends one message and flushes it to the OS. `redact` blanks out
+    /// secret values (the API key) wherever they appear.
+    pub fn append(
+        &mut self,
+        message: &Message,
+        redact: &dyn Fn(String) -> String,
+    ) -> std::io::Result<()> {
+        let line = redact(serde_json::to_string(message).map_err(std::io::Error::other)?);
         writeln!(self.file, "{line}")?;
         self.file.flush()
     }
@@ -238,8 +243,8 @@ mod tests {
             content: "sys".into(),
         })
         .unwrap();
-        t.append(&Message::user("hello")).unwrap();
-        t.append(&call("c1")).unwrap();
+        t.append(&Message::user("hello"), &|l| l).unwrap();
+        t.append(&call("c1"), &|l| l).unwrap();
         drop(t);
         let mut bytes = std::fs::read(dir.path().join("s1.jsonl")).unwrap();
         bytes.extend_from_slice(br#"{"role":"tool","tool_call_id":"c1","na"#); // the crash
@@ -255,7 +260,7 @@ mod tests {
 
         // Appending after the cut starts on a fresh line.
         let mut t = Transcript::append_to(&dir.path().join("s1.jsonl")).unwrap();
-        t.append(&Message::user("again")).unwrap();
+        t.append(&Message::user("again"), &|l| l).unwrap();
         let reloaded = load(&dir.path().join("s1.jsonl")).unwrap();
         assert_eq!(reloaded.messages.last(), Some(&Message::user("again")));
         assert_eq!(
