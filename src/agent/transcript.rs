@@ -239,9 +239,12 @@ mod tests {
             started: "now".into(),
         };
         let mut t = Transcript::create(dir.path(), &header).unwrap();
-        t.append(&Message::System {
-            content: "sys".into(),
-        })
+        t.append(
+            &Message::System {
+                content: "sys".into(),
+            },
+            &|l| l,
+        )
         .unwrap();
         t.append(&Message::user("hello"), &|l| l).unwrap();
         t.append(&call("c1"), &|l| l).unwrap();
