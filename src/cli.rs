@@ -278,6 +278,8 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
 
 fn print_notes(notes: &[String], style: Style) {
     for note in notes {
+        // A rendered script error already starts with its own label.
+        let note = note.strip_prefix("error: ").unwrap_or(note);
         eprintln!("{} {}", style.yellow("warning:"), note.trim_end());
     }
 }
