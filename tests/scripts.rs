@@ -263,3 +263,32 @@ async fn prompt_script_agents_md_and_a_replaced_builtin() {
     assert!(!first.body.to_string().contains("planted"));
     assert_eq!(tool_output(&server, 1, "r"), "mine");
 }
+
+#[tokio::test]
+async fn the_default_git_status_tool_works() {
+    let dirs = Dirs::new();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&dirs.workspace)
+            .env("HOME", &dirs.home)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q", "-b", "trunk"]);
+    dirs.write("new.txt", "x");
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("g", "git_status", "{}")]),
+        Reply::text("ok"),
+    ])
+    .await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "status?"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result = tool_output(&server, 1, "g");
+    assert!(
+        result.contains("## No commits yet on trunk") && result.contains("?? new.txt"),
+        "{result}"
+    );
+}
