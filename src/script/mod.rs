@@ -673,7 +673,7 @@ mod tests {
         let (host, notes) = ScriptHost::load(dir.path());
         assert!(notes.is_empty(), "{notes:?}");
         let ctx = PromptContext {
-            cwd: "/work/x".into(),
+            cwd: "/home/u/x".into(),
             os: "linux".into(),
             date: "2026-12-02".into(),
             model: "m".into(),
@@ -682,7 +682,7 @@ mod tests {
         };
         let prompt = host.system_prompt(&ctx).unwrap();
         assert!(
-            prompt.contains("/work/x") && prompt.contains("2026-12-02"),
+            prompt.contains("/home/u/x") && prompt.contains("2026-12-02"),
             "{prompt}"
         );
         assert!(prompt.contains("run_shell"), "{prompt}");
