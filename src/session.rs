@@ -13,7 +13,7 @@ use crate::runtime::Runtime;
 use crate::runtime::policy::{Asker, Policy};
 use crate::script::policy::{PolicySettings, ScriptApprove};
 use crate::script::tools::ScriptTool;
-use crate::script::{Origin, POLICY, ScriptHost, TOOLS, WATCHDOG};
+use crate::script::{POLICY, ScriptHost, TOOLS, WATCHDOG};
 use crate::tools::Registry;
 use crate::watchdog::Watchdog;
 
@@ -144,12 +144,7 @@ pub fn assemble(host: &ScriptHost, workspace: &Path, model: &str) -> Setup {
 
 /// The summary prompt of the embedded `prompt.rhai`.
 pub fn builtin_summary_prompt() -> String {
-    let source = crate::script::DEFAULTS
-        .iter()
-        .find(|(n, _)| *n == crate::script::PROMPT)
-        .map(|(_, s)| s.to_string())
-        .unwrap_or_default();
-    crate::script::compile(crate::script::PROMPT, source, Origin::Default)
+    crate::script::compile_default(crate::script::PROMPT)
         .and_then(|script| script.call_hook("summary_prompt", vec![]))
         .map(|v| v.to_string())
         .unwrap_or_else(|_| "Summarise the conversation so far for the agent that continues it: the goal, what was done, the current state and what is left.".to_string())
@@ -158,12 +153,7 @@ pub fn builtin_summary_prompt() -> String {
 /// The prompt of the embedded `prompt.rhai`, for when the person's
 /// `system_prompt(ctx)` fails at run time.
 fn builtin_prompt(ctx: &PromptContext) -> String {
-    let source = crate::script::DEFAULTS
-        .iter()
-        .find(|(n, _)| *n == crate::script::PROMPT)
-        .map(|(_, s)| s.to_string())
-        .unwrap_or_default();
-    crate::script::compile(crate::script::PROMPT, source, Origin::Default)
+    crate::script::compile_default(crate::script::PROMPT)
         .and_then(|script| {
             script.call_hook(
                 "system_prompt",

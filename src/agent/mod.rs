@@ -681,10 +681,7 @@ impl Agent {
                 name: call.name.clone(),
                 output: output.clone(),
             });
-            let is_write = self
-                .watchdog
-                .as_ref()
-                .is_some_and(|w| w.settings().write_tools.contains(&call.name));
+            let is_write = self.is_write_tool(&call.name);
             let changes_files = is_write
                 || call.name == "run_shell"
                 || self
@@ -748,13 +745,16 @@ impl Agent {
         output
     }
 
+    /// Whether the watchdog counts `name` as a tool that writes files.
+    fn is_write_tool(&self, name: &str) -> bool {
+        self.watchdog
+            .as_ref()
+            .is_some_and(|w| w.settings().write_tools.iter().any(|t| t == name))
+    }
+
     /// The file a write tool is about to change.
     fn write_path(&self, name: &str, input: &Value) -> Option<String> {
-        let is_write = self
-            .watchdog
-            .as_ref()
-            .is_some_and(|w| w.settings().write_tools.iter().any(|t| t == name));
-        is_write
+        self.is_write_tool(name)
             .then(|| {
                 input
                     .get("path")
@@ -893,16 +893,7 @@ impl Agent {
 
 /// The watchdog with the built-in `watchdog.rhai`.
 pub fn default_watchdog() -> Watchdog {
-    let source = crate::script::DEFAULTS
-        .iter()
-        .find(|(n, _)| *n == crate::script::WATCHDOG)
-        .map(|(_, s)| s.to_string())
-        .unwrap_or_default();
-    match crate::script::compile(
-        crate::script::WATCHDOG,
-        source,
-        crate::script::Origin::Default,
-    ) {
+    match crate::script::compile_default(crate::script::WATCHDOG) {
         Ok(script) => watchdog_from_script(Arc::new(script)).0,
         Err(_) => Watchdog::new(
             Settings::default(),

@@ -187,7 +187,9 @@ fn default_source(name: &str) -> &'static str {
         .unwrap_or("")
 }
 
-fn load_default(name: &'static str) -> Result<Script, ScriptError> {
+/// Compiles the embedded default of a script (`prompt.rhai`, ...). The
+/// defaults' tests make sure this succeeds.
+pub fn compile_default(name: &'static str) -> Result<Script, ScriptError> {
     compile(name, default_source(name).to_string(), Origin::Default)
 }
 
@@ -389,7 +391,7 @@ fn load_one(
             let was_user = current
                 .as_ref()
                 .is_some_and(|c| matches!(c.origin, Origin::User(_)));
-            match load_default(name) {
+            match compile_default(name) {
                 Ok(script) => (
                     Some(script),
                     was_user.then_some(LoadNote::Reverted { name }),
@@ -427,7 +429,7 @@ fn fallback(
             }),
         );
     }
-    match load_default(name) {
+    match compile_default(name) {
         Ok(script) => (
             Some(script),
             Some(LoadNote::Failed {

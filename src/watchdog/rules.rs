@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Map};
 
 use super::{CallFacts, Rules, Settings, StopInfo};
-use crate::script::{Origin, Script, WATCHDOG, compile};
+use crate::script::{Origin, Script, WATCHDOG};
 
 /// The watchdog's rules backed by a loaded `watchdog.rhai`.
 pub struct ScriptRules {
@@ -25,11 +25,7 @@ impl ScriptRules {
         let fallback = if script.origin == Origin::Default {
             None
         } else {
-            crate::script::DEFAULTS
-                .iter()
-                .find(|(n, _)| *n == WATCHDOG)
-                .and_then(|(_, src)| compile(WATCHDOG, src.to_string(), Origin::Default).ok())
-                .map(Arc::new)
+            crate::script::compile_default(WATCHDOG).ok().map(Arc::new)
         };
         ScriptRules {
             script,
