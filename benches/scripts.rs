@@ -101,7 +101,7 @@ fn load(b: &mut Bench, config: &Path) {
         );
     }
     b.batched(
-        "load: ScriptHost::load, 3 default scripts (warm engine)",
+        "load: ScriptHost::load, 5 default scripts (warm engine)",
         Some(Target::Under(US(5000))),
         || ScriptHost::load(config),
     );
@@ -427,6 +427,7 @@ fn watchdog(b: &mut Bench) {
         command: "cargo test",
         first_time: false,
         output_changed: true,
+        output_empty: false,
         is_write: false,
         workspace_changed: false,
         workspace_seen: false,

@@ -69,8 +69,11 @@ impl Transcript {
 
     /// Appends one message and flushes it to the OS.
     pub fn append(&mut self, message: &Message) -> std::io::Result<()> {
-        let line = serde_json::to_string(message).map_err(std::io::Error::other)?;
-        writeln!(self.file, "{line}")?;
+        // One write per message: no crash can separate a line from its
+        // newline, and a message costs one system call.
+        let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
         self.file.flush()
     }
 
