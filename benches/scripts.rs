@@ -101,7 +101,7 @@ fn load(b: &mut Bench, config: &Path) {
         );
     }
     b.batched(
-        "load: ScriptHost::load, 3 default scripts (warm engine)",
+        "load: ScriptHost::load, 5 default scripts (warm engine)",
         Some(Target::Under(US(5000))),
         || ScriptHost::load(config),
     );

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, TurnOutcome};
-use crate::client::{ApiError, Model, ModelResponse, NoticeFn, Piece};
+use crate::client::{ApiError, Model, ModelResponse, NoticeFn, Piece, Request};
 use crate::protocol::{Event, EventSink, ToolCall, ToolStatus};
 use crate::runtime::Runtime;
 use crate::tools::Registry;
@@ -86,14 +86,14 @@ impl Model for ScriptedModel {
 
     fn respond<'a>(
         &'a self,
-        body: &'a Value,
+        body: &'a Request<'a>,
         on_piece: &'a mut (dyn FnMut(Piece) + Send),
         _on_notice: NoticeFn<'a>,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ApiError>> {
         Box::pin(async move {
             let n = self.turn.fetch_add(1, Ordering::Relaxed) + 1;
-            if body.get("tools").is_none() {
+            if !body.has_tools() {
                 let text = format!(
                     "Summary: I made {} edits; the counter is at step {}.",
                     n - 1,

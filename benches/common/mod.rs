@@ -31,6 +31,8 @@ pub enum Target {
     Under(Duration),
     /// The median throughput must stay above this many MB/s (10^6 bytes).
     AboveMbps(f64),
+    /// The median size must stay under this many MB (10^6 bytes).
+    UnderMb(f64),
 }
 
 /// The result of one measurement.
@@ -169,6 +171,30 @@ impl Bench {
         Some(stats)
     }
 
+    /// Reports sizes in bytes (peak RSS of child processes, say).
+    pub fn sizes(&mut self, name: &str, target: Option<Target>, mut sizes: Vec<f64>) {
+        if !self.wants(name) {
+            return;
+        }
+        if sizes.is_empty() {
+            println!("{name:<58} {:>12}", "unavailable");
+            return;
+        }
+        sizes.sort_by(f64::total_cmp);
+        let at = |q: f64| sizes[((sizes.len() - 1) as f64 * q).round() as usize] / 1e6;
+        let (median, p90) = (at(0.5), at(0.9));
+        let verdict = match target {
+            Some(Target::UnderMb(limit)) => {
+                let met = median < limit;
+                self.missed += usize::from(!met);
+                format!("< {limit} MB {}", if met { "met" } else { "MISSED" })
+            }
+            _ => String::new(),
+        };
+        let (median, p90) = (format!("{median:.1} MB"), format!("{p90:.1} MB"));
+        println!("{name:<58} {median:>12} {p90:>12}  {verdict}");
+    }
+
     fn row(&mut self, name: &str, stats: Stats, target: Option<Target>, bytes: Option<usize>) {
         let (median, p90) = match bytes {
             Some(b) => (
@@ -190,6 +216,7 @@ impl Bench {
                 self.missed += usize::from(!met);
                 format!("> {limit:.0} MB/s {}", if met { "met" } else { "MISSED" })
             }
+            Some(Target::UnderMb(_)) => String::new(),
         };
         println!("{name:<58} {median:>12} {p90:>12}  {verdict}");
     }

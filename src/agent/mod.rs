@@ -87,6 +87,12 @@ pub struct RequestCtx {
 /// Extra request-body fields, per request (a profile's `options`).
 pub trait RequestOptions: Send + Sync {
     fn options(&self, ctx: &RequestCtx) -> Result<Map<String, Value>, String>;
+
+    /// The options when they are the same for every request (a map, not a
+    /// script function): then no script call and no blocking thread.
+    fn fixed(&self) -> Option<&Map<String, Value>> {
+        None
+    }
 }
 
 /// How long an interrupted tool may take to wind down (kill its process
@@ -99,6 +105,9 @@ pub struct Agent {
     registry: Arc<Registry>,
     runtime: Arc<Runtime>,
     history: Vec<Message>,
+    /// The wire form of `history`, kept between requests; told about every
+    /// change to a message already in the history.
+    wire: wire::WireCache,
     /// Extra request fields merged into every request body.
     extra_body: Map<String, Value>,
     usage: Usage,
@@ -158,6 +167,7 @@ impl Agent {
             history: vec![Message::System {
                 content: system_prompt,
             }],
+            wire: wire::WireCache::default(),
             extra_body: Map::new(),
             usage: Usage::default(),
             watchdog: Some(default_watchdog()),
@@ -254,6 +264,7 @@ impl Agent {
     /// Forgets the conversation (the system prompt stays).
     pub fn clear(&mut self) {
         self.history.truncate(1);
+        self.wire.forget_from(1);
         self.last_prompt = None;
     }
 
@@ -261,6 +272,7 @@ impl Agent {
     /// follow the current system prompt. The transcript is not rewritten.
     pub fn restore(&mut self, messages: Vec<Message>) {
         self.history.truncate(1);
+        self.wire.forget_from(1);
         self.history.extend(
             messages
                 .into_iter()
@@ -311,6 +323,7 @@ impl Agent {
     pub fn set_system_prompt(&mut self, prompt: String) {
         if let Some(Message::System { content }) = self.history.first_mut() {
             *content = prompt;
+            self.wire.forget_from(0);
         }
     }
 
@@ -475,7 +488,9 @@ impl Agent {
         };
         self.requests_this_turn += 1;
         let mut extra = self.extra_body.clone();
-        if let Some(options) = self.options.clone() {
+        if let Some(fixed) = self.options.as_ref().and_then(|o| o.fixed()) {
+            extra.extend(fixed.clone());
+        } else if let Some(options) = self.options.clone() {
             let ctx = RequestCtx {
                 turn: self.requests_this_turn,
                 after_tool: matches!(self.history.last(), Some(Message::Tool { .. })),
@@ -488,7 +503,9 @@ impl Agent {
                 Err(e) => sink.emit(Event::Notice(format!("models.rhai options failed: {e}"))),
             }
         }
-        let body = wire::request_body(self.model.name(), &self.history, &tools, &extra);
+        let wired = self.wire.update(&self.history);
+        let body =
+            wire::request_body(self.model.name(), &self.history, &tools, &extra).with_wire(wired);
         let sent_len = self.history.len();
         sink.emit(Event::RequestStarted);
         let mut partial = String::new();
@@ -591,20 +608,17 @@ impl Agent {
             Some(p) => p.clone(),
             None => crate::session::builtin_summary_prompt(),
         };
-        let request = wire::request_body(
-            self.model.name(),
-            &[
-                Message::System {
-                    content: instructions,
-                },
-                Message::user(format!(
-                    "The conversation so far:\n{}\nThe user's current request: {task}",
-                    context::render(older)
-                )),
-            ],
-            &Value::Array(Vec::new()),
-            &Map::new(),
-        );
+        let messages = [
+            Message::System {
+                content: instructions,
+            },
+            Message::user(format!(
+                "The conversation so far:\n{}\nThe user's current request: {task}",
+                context::render(older)
+            )),
+        ];
+        let (no_tools, no_extra) = (Value::Array(Vec::new()), Map::new());
+        let request = wire::request_body(self.model.name(), &messages, &no_tools, &no_extra);
         let mut ignore_piece = |_: Piece| {};
         let mut ignore_notice = |_: String| {};
         let summary = self
@@ -617,6 +631,7 @@ impl Agent {
         let summarised = cut - 1;
         let recent = self.history.split_off(cut);
         self.history.truncate(1);
+        self.wire.forget_from(1);
         let note = Message::User {
             content: format!(
                 "{SUMMARY_HEADER}\n{}\n\nThe user's current request: {task}",
@@ -671,7 +686,7 @@ impl Agent {
                 if let Some(path) = self.write_path(&call.name, &input) {
                     self.before_write(path).await;
                 }
-                self.dispatch(call, cancel).await
+                dispatch(self.registry.clone(), self.runtime.clone(), call, cancel).await
             };
             if duplicate.is_none() && output.error_kind != Some(ErrorKind::Cancelled) {
                 first_ids.push((key, call.id.clone(), output.clone()));
@@ -721,30 +736,6 @@ impl Agent {
         records
     }
 
-    async fn dispatch(&self, call: &ToolCall, cancel: &CancellationToken) -> ToolOutput {
-        let ctx = ToolContext {
-            runtime: self.runtime.clone(),
-            cancel: cancel.clone(),
-            call_id: call.id.clone(),
-        };
-        let dispatch = self.registry.dispatch(call, ctx);
-        tokio::pin!(dispatch);
-        let mut output = tokio::select! {
-            biased;
-            output = &mut dispatch => output,
-            () = cancel.cancelled() => {
-                // The tool sees the same token; give it a moment to stop on
-                // its own and return its partial output.
-                tokio::time::timeout(CANCEL_GRACE, &mut dispatch)
-                    .await
-                    .unwrap_or_else(|_| ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED))
-            }
-        };
-        // Whatever the tool, secret values never reach the model or the logs.
-        output.text = self.runtime.redact(output.text);
-        output
-    }
-
     /// Whether the watchdog counts `name` as a tool that writes files.
     fn is_write_tool(&self, name: &str) -> bool {
         self.watchdog
@@ -780,6 +771,13 @@ impl Agent {
     /// hash files and run git).
     async fn workspace_id(&mut self, path: Option<String>) -> Option<String> {
         let mut tracker = self.workspace.take()?;
+        if path.is_none() && !tracker.may_read_disk() {
+            // Nothing to hash and no git to ask: the identifier comes from
+            // memory, and a blocking thread would cost more than the work.
+            let id = tracker.after_call(None);
+            self.workspace = Some(tracker);
+            return Some(id);
+        }
         let result = tokio::task::spawn_blocking(move || {
             let id = tracker.after_call(path.as_deref());
             (tracker, id)
@@ -833,6 +831,7 @@ impl Agent {
                 if let Some(Message::Tool { content, .. }) = self.history.last_mut() {
                     content.push_str("\n\n");
                     content.push_str(&verdict.reason);
+                    self.wire.forget_from(self.history.len() - 1);
                 }
                 sink.emit(Event::Watchdog {
                     verdict: "notice".into(),
@@ -889,6 +888,40 @@ impl Agent {
         }
         Ok(response.map(|r| r.content).filter(|t| !t.trim().is_empty()))
     }
+}
+
+/// Runs one call, answering for it if the turn is cancelled and the tool
+/// does not stop within [`CANCEL_GRACE`]. A free function holding its own
+/// `Arc`s, not a method: the turn may run on any worker thread, and a
+/// future that held `&Agent` across this await would need the agent to be
+/// `Sync`.
+async fn dispatch(
+    registry: Arc<Registry>,
+    runtime: Arc<Runtime>,
+    call: &ToolCall,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    let ctx = ToolContext {
+        runtime: runtime.clone(),
+        cancel: cancel.clone(),
+        call_id: call.id.clone(),
+    };
+    let dispatch = registry.dispatch(call, ctx);
+    tokio::pin!(dispatch);
+    let mut output = tokio::select! {
+        biased;
+        output = &mut dispatch => output,
+        () = cancel.cancelled() => {
+            // The tool sees the same token; give it a moment to stop on
+            // its own and return its partial output.
+            tokio::time::timeout(CANCEL_GRACE, &mut dispatch)
+                .await
+                .unwrap_or_else(|_| ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED))
+        }
+    };
+    // Whatever the tool, secret values never reach the model or the logs.
+    output.text = runtime.redact(output.text);
+    output
 }
 
 /// The watchdog with the built-in `watchdog.rhai`.

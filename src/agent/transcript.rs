@@ -74,8 +74,11 @@ impl Transcript {
         message: &Message,
         redact: &dyn Fn(String) -> String,
     ) -> std::io::Result<()> {
-        let line = redact(serde_json::to_string(message).map_err(std::io::Error::other)?);
-        writeln!(self.file, "{line}")?;
+        // One write per message: no crash can separate a line from its
+        // newline, and a message costs one system call.
+        let mut line = redact(serde_json::to_string(message).map_err(std::io::Error::other)?);
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
         self.file.flush()
     }
 

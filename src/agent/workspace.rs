@@ -25,7 +25,10 @@ const MAX_HASHED_BYTES: u64 = 4 << 20;
 #[derive(Debug)]
 pub struct WorkspaceTracker {
     root: PathBuf,
-    git: Option<bool>,
+    /// The top of the git work tree holding the workspace (`Some(None)`:
+    /// not in git). Asked once per session, like whether it is in git at
+    /// all: a session does not move between repositories.
+    git: Option<Option<PathBuf>>,
     touched: BTreeMap<PathBuf, u64>,
     /// Each touched file's hash before the agent first wrote it, so a file
     /// edited back to its original content drops out of the identifier.
@@ -87,19 +90,38 @@ impl WorkspaceTracker {
             .iter()
             .filter(|(p, hash)| self.original.get(*p) != Some(*hash))
             .for_each(|entry| entry.hash(&mut h));
-        if self.is_git() {
-            git_state(&self.root).hash(&mut h);
+        if let Some(top) = self.git_top() {
+            git_state(&self.root, &top).hash(&mut h);
         }
         let id = format!("{:016x}", h.finish());
         self.current = Some(id.clone());
         id
     }
 
-    fn is_git(&mut self) -> bool {
-        *self.git.get_or_insert_with(|| {
-            git(&self.root, &["rev-parse", "--is-inside-work-tree"])
-                .is_some_and(|o| o.trim() == "true")
-        })
+    /// Whether [`WorkspaceTracker::after_call`] without a path may touch
+    /// the disk: unless the workspace is known not to be in git, it asks
+    /// git (and hashes what git lists).
+    pub fn may_read_disk(&self) -> bool {
+        !matches!(self.git, Some(None))
+    }
+
+    /// The top of the work tree, when the workspace is in one.
+    fn git_top(&mut self) -> Option<PathBuf> {
+        let root = &self.root;
+        self.git
+            .get_or_insert_with(|| {
+                let out = git(
+                    root,
+                    &["rev-parse", "--is-inside-work-tree", "--show-toplevel"],
+                )?;
+                let mut lines = out.lines();
+                (lines.next()?.trim() == "true").then(|| {
+                    lines
+                        .next()
+                        .map_or_else(|| root.clone(), |top| PathBuf::from(top.trim()))
+                })
+            })
+            .clone()
     }
 }
 
@@ -116,17 +138,21 @@ fn git(root: &Path, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `HEAD` plus each changed or untracked file with a hash of its content.
-fn git_state(root: &Path) -> (String, Vec<(String, u64)>) {
-    let head = git(root, &["rev-parse", "HEAD"]).unwrap_or_default();
-    let status = git(
-        root,
-        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
-    )
-    .unwrap_or_default();
-    let top = git(root, &["rev-parse", "--show-toplevel"])
-        .map(|t| PathBuf::from(t.trim()))
-        .unwrap_or_else(|| root.to_path_buf());
+/// `HEAD` plus each changed or untracked file with a hash of its content;
+/// `top` is the top of the work tree, which the paths are relative to.
+fn git_state(root: &Path, top: &Path) -> (String, Vec<(String, u64)>) {
+    // Two independent questions: asked at once, the call waits for one git
+    // process instead of two in a row.
+    let (head, status) = std::thread::scope(|scope| {
+        let head = scope.spawn(|| git(root, &["rev-parse", "HEAD"]));
+        let status = git(
+            root,
+            &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        );
+        (head.join().ok().flatten(), status)
+    });
+    let head = head.unwrap_or_default();
+    let status = status.unwrap_or_default();
     let entries = status
         .split('\0')
         .filter(|e| e.len() > 3)
@@ -222,5 +248,34 @@ mod tests {
         assert_ne!(before, after);
         std::fs::remove_file(dir.path().join("new.txt")).unwrap();
         assert_eq!(ws.after_call(None), before);
+    }
+
+    #[test]
+    fn a_workspace_below_the_top_of_the_work_tree_hashes_the_right_files() {
+        let dir = tempfile::tempdir().unwrap();
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let sub = dir.path().join("crates").join("one");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("lib.rs"), "one").unwrap();
+        let mut ws = WorkspaceTracker::new(sub.clone());
+        assert!(ws.may_read_disk(), "not known yet");
+        let first = ws.current();
+        assert!(ws.may_read_disk(), "in git");
+        // Same file list, new content: only a hash of the file (found
+        // from the top of the work tree) can tell.
+        std::fs::write(sub.join("lib.rs"), "two").unwrap();
+        let second = ws.after_call(None);
+        assert_ne!(first, second);
+        std::fs::write(sub.join("lib.rs"), "one").unwrap();
+        assert_eq!(ws.after_call(None), first);
+
+        let plain = tempfile::tempdir().unwrap();
+        let mut ws = WorkspaceTracker::new(plain.path().to_path_buf());
+        ws.current();
+        assert!(!ws.may_read_disk(), "known not to be in git");
     }
 }

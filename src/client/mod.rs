@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use assemble::{ModelResponse, Piece};
+pub use wire::Request;
 
 use assemble::{Assembler, ChunkError};
 use sse::{SseEvent, SseParser};
@@ -146,7 +147,7 @@ pub trait Model: Send + Sync {
     /// Answers one request body, streaming text to `on_piece`.
     fn respond<'a>(
         &'a self,
-        body: &'a Value,
+        body: &'a Request<'a>,
         on_piece: &'a mut (dyn FnMut(Piece) + Send),
         on_notice: NoticeFn<'a>,
         cancel: &'a CancellationToken,
@@ -160,7 +161,7 @@ impl Model for ChatClient {
 
     fn respond<'a>(
         &'a self,
-        body: &'a Value,
+        body: &'a Request<'a>,
         on_piece: &'a mut (dyn FnMut(Piece) + Send),
         on_notice: NoticeFn<'a>,
         cancel: &'a CancellationToken,
@@ -196,11 +197,12 @@ impl ChatClient {
         &self.config
     }
 
-    /// Sends one request and streams the answer. `on_piece` sees text as it
-    /// arrives; `on_notice` sees retry notices.
-    pub async fn complete(
+    /// Sends one request body (a [`Request`], or any JSON) and streams the
+    /// answer. `on_piece` sees text as it arrives; `on_notice` sees retry
+    /// notices.
+    pub async fn complete<B: serde::Serialize + Sync + ?Sized>(
         &self,
-        body: &Value,
+        body: &B,
         on_piece: &mut (dyn FnMut(Piece) + Send),
         on_notice: NoticeFn<'_>,
         cancel: &CancellationToken,
@@ -249,9 +251,9 @@ impl ChatClient {
         }
     }
 
-    async fn attempt(
+    async fn attempt<B: serde::Serialize + Sync + ?Sized>(
         &self,
-        body: &Value,
+        body: &B,
         on_piece: &mut (dyn FnMut(Piece) + Send),
     ) -> Result<ModelResponse, Attempt> {
         let url = self.config.endpoint();

@@ -236,6 +236,13 @@ impl RequestOptions for ProfileOptions {
             }
         }
     }
+
+    fn fixed(&self) -> Option<&serde_json::Map<String, Value>> {
+        match &self.options {
+            Options::Fixed(map) => Some(map),
+            Options::Function(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]
