@@ -91,17 +91,31 @@ async fn history_persists_across_runs_and_multi_line_input_works() {
     tmux.line("second line");
     tmux.wait_for("all good").await;
     tmux.wait_for_n("›", 2).await;
+    // Alt-Enter and Ctrl-J insert a newline too.
+    tmux.type_text("alpha");
+    tmux.press("M-Enter");
+    tmux.type_text("beta");
+    tmux.press("C-j");
+    tmux.line("gamma");
+    tmux.wait_for_n("all good", 2).await;
+    tmux.wait_for_n("›", 3).await;
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
     assert_eq!(
         contents(&server, 0).last().unwrap(),
         "first line \nsecond line"
     );
+    assert_eq!(contents(&server, 1).last().unwrap(), "alpha\nbeta\ngamma");
     drop(tmux);
 
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
     tmux.wait_for("type a task").await;
     tmux.press("Up");
+    tmux.wait_for("gamma").await;
+    // Up moves through the lines of a multi-line entry before the history.
+    for _ in 0..3 {
+        tmux.press("Up");
+    }
     let screen = tmux.wait_for("second line").await;
     assert!(screen.contains("first line"), "{screen}");
     tmux.press("C-c");

@@ -282,9 +282,7 @@ impl ChatClient {
                 .headers()
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_DELAY));
+                .and_then(|v| retry_after(v, chrono::Utc::now()));
             let text = response.text().await.unwrap_or_default();
             return Err(Attempt::Failed {
                 error: ApiError::Status {
@@ -535,6 +533,21 @@ fn short_reason(error: &ApiError) -> String {
     }
 }
 
+/// A `Retry-After` value: seconds, or an HTTP date (RFC 7231), as a delay
+/// from `now`, capped at [`MAX_RETRY_DELAY`].
+fn retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0)
+            .then(|| Duration::from_secs_f64(secs).min(MAX_RETRY_DELAY));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = (at.with_timezone(&chrono::Utc) - now)
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    Some(wait.min(MAX_RETRY_DELAY))
+}
+
 /// Exponential backoff with ±25% jitter, capped at [`MAX_RETRY_DELAY`].
 fn backoff(base: Duration, attempt: u32) -> Duration {
     let exp = base.saturating_mul(1 << (attempt - 1).min(16));
@@ -599,6 +612,26 @@ mod tests {
             message: "key sk-secret-123 is invalid".into(),
         });
         assert!(!e.to_string().contains("sk-secret-123"));
+    }
+
+    #[test]
+    fn retry_after_takes_seconds_or_an_http_date() {
+        let now = chrono::DateTime::parse_from_rfc2822("Wed, 02 Dec 2026 12:00:00 GMT")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(retry_after("7", now), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(" 0.5 ", now), Some(Duration::from_millis(500)));
+        assert_eq!(
+            retry_after("Wed, 02 Dec 2026 12:00:05 GMT", now),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            retry_after("Wed, 02 Dec 2026 11:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("9999", now), Some(MAX_RETRY_DELAY));
+        assert_eq!(retry_after("soon", now), None);
+        assert_eq!(retry_after("-3", now), None);
     }
 
     #[test]
