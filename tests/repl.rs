@@ -33,6 +33,11 @@ async fn a_prompt_is_answered_with_streamed_text() {
         .await;
     assert!(screen.contains("tokens: 11 in, 7 out"), "{screen}");
     tmux.wait_for_n("›", 2).await;
+    // Tab completes a slash command.
+    tmux.type_text("/hel");
+    tmux.press("Tab");
+    tmux.press("Enter");
+    tmux.wait_for("continue a saved conversation").await;
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
     assert_eq!(contents(&server, 0).last().unwrap(), "say hello");
