@@ -120,6 +120,9 @@ pub struct Agent {
     options: Option<Arc<dyn RequestOptions>>,
     /// Requests sent in the current user turn.
     requests_this_turn: u32,
+    /// Notices raised where no sink is at hand, shown at the next request
+    /// or at the end of the turn.
+    notices: Vec<String>,
     transcript: Option<transcript::Transcript>,
     /// The model's context window in tokens, when known.
     context_window: Option<u64>,
@@ -176,6 +179,7 @@ impl Agent {
             pending_user: None,
             options: None,
             requests_this_turn: 0,
+            notices: Vec::new(),
             transcript: None,
             context_window: None,
             last_prompt: None,
@@ -226,10 +230,10 @@ impl Agent {
             && let Err(e) = t.append(&message, &|line| self.runtime.redact(line))
         {
             // Reported once; the conversation goes on without a transcript.
-            eprintln!(
-                "note: cannot write the transcript {}: {e}",
+            self.notices.push(format!(
+                "cannot write the transcript {}: {e}; this conversation is no longer saved",
                 t.path().display()
-            );
+            ));
             self.transcript = None;
         }
         self.history.push(message);
@@ -356,8 +360,15 @@ impl Agent {
             w.begin_user_turn(workspace);
         }
         let outcome = self.drive(sink, cancel).await;
+        self.flush_notices(sink);
         self.sync_transcript();
         outcome
+    }
+
+    fn flush_notices(&mut self, sink: &dyn EventSink) {
+        for n in self.notices.drain(..) {
+            sink.emit(Event::Notice(n));
+        }
     }
 
     /// Makes the transcript durable; called at the end of every turn.
@@ -377,6 +388,7 @@ impl Agent {
             w.resume();
         }
         let outcome = self.drive(sink, cancel).await;
+        self.flush_notices(sink);
         self.sync_transcript();
         outcome
     }
@@ -486,6 +498,7 @@ impl Agent {
         } else {
             Value::Array(Vec::new())
         };
+        self.flush_notices(sink);
         self.requests_this_turn += 1;
         let mut extra = self.extra_body.clone();
         if let Some(fixed) = self.options.as_ref().and_then(|o| o.fixed()) {
@@ -801,7 +814,9 @@ impl Agent {
             let path = log.path().display().to_string();
             self.run_log = None;
             // Reported once; the run goes on without a log.
-            eprintln!("note: cannot write the run log {path}: {e}");
+            self.notices.push(format!(
+                "cannot write the run log {path}: {e}; the run goes on without it"
+            ));
         }
         let mut watchdog = self.watchdog.take().unwrap_or_else(default_watchdog);
         let (watchdog, verdict) = match tokio::task::spawn_blocking(move || {
