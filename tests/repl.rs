@@ -28,10 +28,10 @@ async fn a_prompt_is_answered_with_streamed_text() {
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
     tmux.wait_for("type a task").await;
     tmux.line("say hello");
-    let screen = tmux
-        .wait_for("Hello from the mock model, streamed in pieces.")
+    tmux.wait_for("Hello from the mock model, streamed in pieces.")
         .await;
-    assert!(screen.contains("tokens: 11 in, 7 out"), "{screen}");
+    // The usage line follows the answer once the turn is over.
+    tmux.wait_for("tokens: 11 in, 7 out").await;
     tmux.wait_for_n("›", 2).await;
     // Tab completes a slash command.
     tmux.type_text("/hel");
@@ -331,4 +331,28 @@ async fn a_context_too_long_error_compacts_and_retries() {
         }
     );
     assert_eq!(server.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn ctrl_c_on_an_open_approval_question_keeps_the_next_line() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("s", "run_shell", r#"{"command":"sudo -n true"}"#)],
+        ),
+        Reply::text("Heard you."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("do it");
+    tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    tmux.press("C-c");
+    tmux.wait_for("interrupted; everything so far is kept")
+        .await;
+    tmux.line("next message");
+    tmux.wait_for("Heard you.").await;
+    assert_eq!(contents(&server, 1).last().unwrap(), "next message");
+    server.assert_protocol();
 }

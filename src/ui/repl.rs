@@ -47,27 +47,56 @@ pub fn parse_answer(line: &str) -> Answer {
     }
 }
 
+/// Ctrl+C presses seen while a turn ran; an open approval question gives
+/// up when this changes, so its reader never swallows the next line.
+static INTERRUPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How often a waiting approval question checks for an interrupt.
+const ASK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Asker for TerminalAsker {
     fn ask(
         &self,
         action: &Action,
         reason: &str,
     ) -> futures_util::future::BoxFuture<'static, Answer> {
+        use std::sync::atomic::Ordering;
         let question = format!(
             "{} the agent wants to {}: {reason}.\n  Allow? [y]es / [N]o / [a]lways for this reason: ",
             self.style.yellow("approval:"),
             action.describe()
         );
+        let asked_at = INTERRUPTS.load(Ordering::Relaxed);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 use std::io::{BufRead, Write};
+                use std::os::fd::AsFd;
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "{question}");
                 let _ = err.flush();
-                let mut line = String::new();
-                match std::io::stdin().lock().read_line(&mut line) {
-                    Ok(0) | Err(_) => Answer::No,
-                    Ok(_) => parse_answer(&line),
+                let stdin = std::io::stdin();
+                loop {
+                    if INTERRUPTS.load(Ordering::Relaxed) != asked_at {
+                        return Answer::No;
+                    }
+                    let mut fds = [nix::poll::PollFd::new(
+                        stdin.as_fd(),
+                        nix::poll::PollFlags::POLLIN,
+                    )];
+                    let timeout = nix::poll::PollTimeout::try_from(ASK_POLL)
+                        .unwrap_or(nix::poll::PollTimeout::NONE);
+                    match nix::poll::poll(&mut fds, timeout) {
+                        Ok(0) => continue,
+                        Ok(_) => {
+                            let mut line = String::new();
+                            return match stdin.lock().read_line(&mut line) {
+                                Ok(0) | Err(_) => Answer::No,
+                                Ok(_) => parse_answer(&line),
+                            };
+                        }
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        Err(_) => return Answer::No,
+                    }
                 }
             })
             .await
@@ -428,6 +457,7 @@ fn interrupt_watcher(
     let cancel = cancel.clone();
     rt.spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
+            INTERRUPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             cancel.cancel();
         }
     })
