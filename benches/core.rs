@@ -303,7 +303,7 @@ fn request(b: &mut Bench) {
     let tools = setup.registry.to_openai_json();
     let mut extra = Map::new();
     extra.insert("temperature".into(), json!(0.2));
-    let body = wire::request_body("deepseek-chat", &history, &tools, &extra);
+    let body = wire::request_body("deepseek-chat", &history, tools, &extra);
     let bytes = serde_json::to_vec(&body).unwrap();
     println!(
         "(history: {} messages; body {:.2} MB)",
@@ -314,7 +314,7 @@ fn request(b: &mut Bench) {
         serde_json::to_vec(&wire::request_body(
             "deepseek-chat",
             &history,
-            &tools,
+            tools,
             &extra,
         ))
     });

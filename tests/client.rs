@@ -6,7 +6,9 @@ use agent::client::{ApiError, ChatClient, ModelResponse, Piece, StreamDecoder};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::mock::{Chunk, MockServer, Reply, Shape, text_events, tool_events};
+use crate::common::mock::{
+    Chunk, MockServer, Reply, Shape, chunks, done_after, text_events, tool_events,
+};
 use crate::common::{STEP_TIMEOUT, client_config};
 
 fn body() -> Value {
@@ -195,13 +197,7 @@ async fn truncated_stream_and_garbage_chunks_are_errors() {
         &[("c", "run_shell", r#"{"command":"ls"}"#)],
     );
     events.truncate(3); // cut in the middle of the tool call, no finish, no [DONE]
-    let chunks = events
-        .iter()
-        .map(|e| Chunk {
-            bytes: format!("data: {e}\n\n").into_bytes(),
-            delay: Duration::ZERO,
-        })
-        .collect();
+    let chunks = chunks(&events);
     let server = MockServer::start(vec![
         Reply::Sse(chunks),
         Reply::Sse(vec![Chunk {
@@ -252,18 +248,8 @@ async fn a_silent_server_stalls_out() {
 
 #[tokio::test]
 async fn a_stall_between_chunks_is_caught() {
-    let mut chunks: Vec<Chunk> = text_events("partial answer")
-        .iter()
-        .take(2)
-        .map(|e| Chunk {
-            bytes: format!("data: {e}\n\n").into_bytes(),
-            delay: Duration::ZERO,
-        })
-        .collect();
-    chunks.push(Chunk {
-        bytes: b"data: [DONE]\n\n".to_vec(),
-        delay: Duration::from_secs(20),
-    });
+    let mut chunks = chunks(&text_events("partial answer")[..2]);
+    chunks.push(done_after(Duration::from_secs(20)));
     let server = MockServer::start(vec![Reply::Sse(chunks)]).await;
     let mut config = client_config(&server.base_url);
     config.idle_timeout = Duration::from_millis(300);
@@ -320,13 +306,7 @@ fn decoder_gives_the_same_result_at_every_split_point() {
 
 #[tokio::test]
 async fn a_finished_stream_without_done_is_accepted() {
-    let chunks = text_events("no done marker")
-        .iter()
-        .map(|e| Chunk {
-            bytes: format!("data: {e}\n\n").into_bytes(),
-            delay: Duration::ZERO,
-        })
-        .collect();
+    let chunks = chunks(&text_events("no done marker"));
     let server = MockServer::start(vec![Reply::Sse(chunks)]).await;
     let (result, text, _) = complete(&client_for(&server)).await;
     assert_eq!(result.unwrap().finish_reason.as_deref(), Some("stop"));
@@ -335,18 +315,8 @@ async fn a_finished_stream_without_done_is_accepted() {
 
 #[tokio::test]
 async fn a_stalled_stream_is_aborted_and_retried() {
-    let mut chunks: Vec<Chunk> = text_events("half")
-        .iter()
-        .take(2)
-        .map(|e| Chunk {
-            bytes: format!("data: {e}\n\n").into_bytes(),
-            delay: Duration::ZERO,
-        })
-        .collect();
-    chunks.push(Chunk {
-        bytes: b"data: [DONE]\n\n".to_vec(),
-        delay: Duration::from_secs(20),
-    });
+    let mut chunks = chunks(&text_events("half")[..2]);
+    chunks.push(done_after(Duration::from_secs(20)));
     let server = MockServer::start(vec![
         Reply::Sse(chunks),
         Reply::Hang,
@@ -382,13 +352,7 @@ async fn a_stream_cut_mid_tool_call_or_a_garbage_chunk_is_retried_whole() {
         &[("c", "run_shell", r#"{"command":"ls"}"#)],
     );
     events.truncate(3);
-    let cut: Vec<Chunk> = events
-        .iter()
-        .map(|e| Chunk {
-            bytes: format!("data: {e}\n\n").into_bytes(),
-            delay: Duration::ZERO,
-        })
-        .collect();
+    let cut = chunks(&events);
     let garbage = vec![Chunk {
         bytes: b"data: {\"choices\": [garbage\n\n".to_vec(),
         delay: Duration::ZERO,

@@ -7,7 +7,7 @@ use agent::client::ChatClient;
 use agent::protocol::Event;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::mock::{Chunk, MockServer, Reply, Shape, text_events};
+use crate::common::mock::{MockServer, Reply, Shape, chunks, done_after, text_events};
 use crate::common::{
     Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_for, client_config, output, stderr, stdout,
 };
@@ -114,18 +114,8 @@ async fn a_hanging_command_is_killed_at_its_timeout_and_its_output_kept() {
 #[tokio::test]
 async fn a_stalled_stream_is_retried_inside_a_turn() {
     let dirs = Dirs::new();
-    let stalled: Vec<Chunk> = text_events("par")
-        .iter()
-        .take(2)
-        .map(|e| Chunk {
-            bytes: format!("data: {e}\n\n").into_bytes(),
-            delay: Duration::ZERO,
-        })
-        .chain(std::iter::once(Chunk {
-            bytes: b"data: [DONE]\n\n".to_vec(),
-            delay: Duration::from_secs(30),
-        }))
-        .collect();
+    let mut stalled = chunks(&text_events("par")[..2]);
+    stalled.push(done_after(Duration::from_secs(30)));
     let server = MockServer::start(vec![Reply::Sse(stalled), Reply::text("complete")]).await;
     let mut config = client_config(&server.base_url);
     config.idle_timeout = Duration::from_millis(300);

@@ -493,10 +493,13 @@ impl Agent {
         cancel: &CancellationToken,
         with_tools: bool,
     ) -> Result<Option<ModelResponse>, TurnError> {
+        // The registry keeps the tools array built; this request borrows it.
+        let registry = self.registry.clone();
+        let no_tools = Value::Array(Vec::new());
         let tools = if with_tools {
-            self.registry.to_openai_json()
+            registry.to_openai_json()
         } else {
-            Value::Array(Vec::new())
+            &no_tools
         };
         self.flush_notices(sink);
         self.requests_this_turn += 1;
@@ -518,7 +521,7 @@ impl Agent {
         }
         let wired = self.wire.update(&self.history);
         let body =
-            wire::request_body(self.model.name(), &self.history, &tools, &extra).with_wire(wired);
+            wire::request_body(self.model.name(), &self.history, tools, &extra).with_wire(wired);
         let sent_len = self.history.len();
         sink.emit(Event::RequestStarted);
         let mut partial = String::new();

@@ -64,10 +64,23 @@ pub trait Tool: Send + Sync {
 }
 
 /// All tools of one agent, in the order the model sees them.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,
     index: HashMap<String, usize>,
+    /// The `tools` array every request carries, built when a tool is
+    /// registered rather than once per request.
+    openai_json: Value,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            tools: Vec::new(),
+            index: HashMap::new(),
+            openai_json: Value::Array(Vec::new()),
+        }
+    }
 }
 
 impl Registry {
@@ -84,14 +97,17 @@ impl Registry {
     /// it in place, and the replaced tool is returned so the caller can say so.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Option<Arc<dyn Tool>> {
         let name = tool.spec().name.clone();
-        match self.index.get(&name) {
+        let replaced = match self.index.get(&name) {
             Some(&i) => Some(std::mem::replace(&mut self.tools[i], tool)),
             None => {
                 self.index.insert(name, self.tools.len());
                 self.tools.push(tool);
                 None
             }
-        }
+        };
+        self.openai_json =
+            Value::Array(self.tools.iter().map(|t| openai_entry(t.spec())).collect());
+        replaced
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
@@ -111,23 +127,8 @@ impl Registry {
     }
 
     /// The `tools` array of a Chat Completions request.
-    pub fn to_openai_json(&self) -> Value {
-        Value::Array(
-            self.tools
-                .iter()
-                .map(|t| {
-                    let spec = t.spec();
-                    serde_json::json!({
-                        "type": "function",
-                        "function": {
-                            "name": spec.name,
-                            "description": spec.description,
-                            "parameters": spec.parameters,
-                        }
-                    })
-                })
-                .collect(),
-        )
+    pub fn to_openai_json(&self) -> &Value {
+        &self.openai_json
     }
 
     /// Parses and checks a call's arguments. On success returns the tool and
@@ -157,6 +158,18 @@ impl Registry {
             Err(output) => output,
         }
     }
+}
+
+/// One entry of a request's `tools` array.
+fn openai_entry(spec: &ToolSpec) -> Value {
+    serde_json::json!({
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        }
+    })
 }
 
 /// Parses the raw `arguments` text. An empty string means no arguments

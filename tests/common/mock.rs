@@ -39,17 +39,8 @@ impl Reply {
     /// A stream made of these SSE `data` payloads, one chunk each, ending
     /// with `[DONE]`.
     pub fn sse(events: Vec<Value>) -> Reply {
-        let mut chunks: Vec<Chunk> = events
-            .iter()
-            .map(|e| Chunk {
-                bytes: format!("data: {e}\n\n").into_bytes(),
-                delay: Duration::ZERO,
-            })
-            .collect();
-        chunks.push(Chunk {
-            bytes: b"data: [DONE]\n\n".to_vec(),
-            delay: Duration::ZERO,
-        });
+        let mut chunks = chunks(&events);
+        chunks.push(done_after(Duration::ZERO));
         Reply::Sse(chunks)
     }
 
@@ -74,6 +65,26 @@ impl Reply {
             body: body.to_string(),
             headers: Vec::new(),
         }
+    }
+}
+
+/// SSE `data` payloads as chunks sent at once, without `[DONE]`: for
+/// streams a test cuts short, stalls or finishes by hand.
+pub fn chunks(events: &[Value]) -> Vec<Chunk> {
+    events
+        .iter()
+        .map(|e| Chunk {
+            bytes: format!("data: {e}\n\n").into_bytes(),
+            delay: Duration::ZERO,
+        })
+        .collect()
+}
+
+/// The `[DONE]` line, sent after `delay` (a long delay makes a stall).
+pub fn done_after(delay: Duration) -> Chunk {
+    Chunk {
+        bytes: b"data: [DONE]\n\n".to_vec(),
+        delay,
     }
 }
 
