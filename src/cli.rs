@@ -1,7 +1,6 @@
 //! Command-line entry: parse flags, build the agent, run the REPL, a
 //! one-shot task or a subcommand, and map the result to an exit code.
 
-use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,24 +99,15 @@ pub enum Command {
     },
     /// Show the watchdog on four scripted runs; no key or network needed.
     Demo,
-    /// Internal: the sandbox launcher. Confines its own writes to the
-    /// given dirs (and /dev) with Landlock, then becomes PROGRAM.
-    #[command(name = "sandbox-exec", hide = true)]
-    SandboxExec {
-        /// A directory beneath which PROGRAM may write; repeatable.
-        #[arg(long = "write", value_name = "DIR")]
-        write: Vec<PathBuf>,
-        /// The program and its arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "PROGRAM")]
-        program: Vec<OsString>,
-    },
-    /// Internal: confine this process and print whether Landlock enforced it.
-    #[command(name = "sandbox-probe", hide = true)]
-    SandboxProbe,
 }
 
 /// Runs the CLI with the process's arguments and environment.
 pub fn main() -> u8 {
+    // The sandbox's own subcommands come first: they must not depend on the
+    // agent's settings, and must set up namespaces before any thread starts.
+    if let Some(code) = sandbox::hidden_main(&std::env::args_os().collect::<Vec<_>>()) {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -135,21 +125,6 @@ pub fn main() -> u8 {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
-    // The sandbox's own subcommands come first: they must not depend on the
-    // agent's settings, and must confine themselves before any thread starts.
-    match &cli.command {
-        Some(Command::SandboxExec { write, program }) => {
-            let error = sandbox::launch(write, program);
-            eprintln!("{error}");
-            return error.exit_code();
-        }
-        Some(Command::SandboxProbe) => {
-            let answer = sandbox::probe_here();
-            println!("{}", answer.line());
-            return answer.exit_code();
-        }
-        _ => {}
-    }
     let style = Style::detect(env("NO_COLOR").is_some_and(|v| !v.is_empty()));
     let json_mode = cli.json;
     let report = |message: &str| {
@@ -185,8 +160,6 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
         Some(Command::Init { force }) => return init(&settings, force),
         Some(Command::Check) => return check(&settings, style),
         Some(Command::Replay { file }) => return replay_file(&settings, &file),
-        // Handled (and returned from) at the top.
-        Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,
         Some(Command::Demo) => {
             let (host, notes) = ScriptHost::load(&settings.config_dir);
             print_notes(
@@ -260,6 +233,9 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
     for line in &info {
         eprintln!("{}", style.dim(line));
     }
+    if json_mode && let Some(sandbox) = &agent.runtime().sandbox {
+        JsonSink::new().line(sandbox.json_event());
+    }
 
     match prompt {
         Some(task) => {
@@ -318,6 +294,8 @@ pub fn build_agent(
     asker: Arc<dyn Asker>,
 ) -> Result<Built, String> {
     let session_id = session_id();
+    // Probing the kernel takes a process; it runs while the scripts load.
+    let probe = sandbox::SessionProbe::start(std::env::current_exe());
     let mut notes_info: Vec<String> = Vec::new();
     let (host, load_notes) = ScriptHost::load(&settings.config_dir);
     let mut notes: Vec<String> = load_notes
@@ -336,12 +314,23 @@ pub fn build_agent(
         asker,
     );
     notes.extend(runtime_notes);
-    if settings.sandbox || policy_sandbox {
-        match sandbox_launcher(std::env::current_exe()) {
-            Ok(launcher) => runtime = runtime.with_sandbox(launcher),
-            Err(note) => notes.push(note),
-        }
+    let mut sandbox_settings = policy_sandbox;
+    if settings.sandbox {
+        sandbox_settings.mode = sandbox::SandboxMode::Require;
     }
+    let session_sandbox = sandbox::for_agent(
+        probe,
+        &sandbox_settings,
+        &settings.workspace,
+        &session_id,
+        &[settings.config_dir.clone(), settings.data_dir.clone()],
+    );
+    if session_sandbox.degraded {
+        notes.push(session_sandbox.line.clone());
+    } else {
+        notes_info.push(session_sandbox.line.clone());
+    }
+    runtime = runtime.with_sandbox(session_sandbox.sandbox);
     let setup = session::assemble(&host, &settings.workspace, &settings.model);
     notes.extend(setup.notes);
     let mut agent = Agent::new(
@@ -461,20 +450,6 @@ pub fn resume_session(
     Ok((path, loaded))
 }
 
-/// The launcher for sandboxed commands (`exe`: this very binary), once the
-/// kernel has shown it enforces the sandbox; otherwise the one warning line
-/// to show.
-pub fn sandbox_launcher(exe: std::io::Result<PathBuf>) -> Result<PathBuf, String> {
-    let unconfined = "shell commands run without the sandbox, under the approval policy only";
-    let launcher = exe.map_err(|e| {
-        format!("cannot find the agent's own executable to launch sandboxed commands ({e}); {unconfined}")
-    })?;
-    match sandbox::probe(&launcher) {
-        Ok(_abi) => Ok(launcher),
-        Err(e) => Err(format!("{} ({e})", sandbox::NO_LANDLOCK_WARNING)),
-    }
-}
-
 /// A sortable, unique-enough id for this run: local time plus pid.
 pub fn session_id() -> String {
     format!(
@@ -521,6 +496,13 @@ fn check(settings: &Settings, style: Style) -> u8 {
                 println!("{}", rendered.trim_end());
             }
         }
+    }
+    let (host, _) = ScriptHost::load(&settings.config_dir);
+    let policy = host.get(script::POLICY);
+    let policy = policy.and_then(|s| script::policy::PolicySettings::from_script(s).ok());
+    let sandbox_settings = policy.map(|p| p.sandbox_settings()).unwrap_or_default();
+    for line in sandbox::check_lines(std::env::current_exe(), &sandbox_settings) {
+        println!("{line}");
     }
     if failed == 0 {
         println!("All scripts are fine.");
@@ -636,23 +618,4 @@ async fn one_shot(
         }
     }
     code
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_unusable_sandbox_is_one_warning_line() {
-        // A launcher that cannot answer stands in for a kernel without
-        // Landlock: either way the sandbox is off and the agent says so once.
-        let note = sandbox_launcher(Ok(PathBuf::from("/nonexistent/agent"))).unwrap_err();
-        assert!(note.starts_with(sandbox::NO_LANDLOCK_WARNING), "{note}");
-        assert!(note.contains("/nonexistent/agent"), "{note}");
-        assert!(!note.contains('\n'), "{note}");
-
-        let note = sandbox_launcher(Err(std::io::Error::other("gone"))).unwrap_err();
-        assert!(note.contains("gone") && !note.contains('\n'), "{note}");
-        assert!(note.ends_with("under the approval policy only"), "{note}");
-    }
 }

@@ -11,6 +11,7 @@ use crate::config::Settings;
 use crate::prompt::PromptContext;
 use crate::runtime::Runtime;
 use crate::runtime::policy::{Asker, Policy};
+use crate::runtime::sandbox::SandboxSettings;
 use crate::script::policy::{PolicySettings, ScriptApprove};
 use crate::script::tools::ScriptTool;
 use crate::script::{POLICY, ScriptHost, TOOLS, WATCHDOG};
@@ -30,14 +31,14 @@ pub struct Setup {
 /// Builds the runtime from `policy.rhai`: limits, extra roots, the secret
 /// rule (applied to `env`), the approval hook answered by `asker`, and the
 /// API key among the values blanked out of tool outputs. Returns the
-/// runtime, whether the policy asks for the sandbox, and notes.
+/// runtime, the policy's sandbox settings, and notes.
 pub fn runtime(
     host: &ScriptHost,
     settings: &Settings,
     spill_dir: std::path::PathBuf,
     env: Vec<(String, String)>,
     asker: Arc<dyn Asker>,
-) -> (Runtime, bool, Vec<String>) {
+) -> (Runtime, SandboxSettings, Vec<String>) {
     let mut notes = Vec::new();
     let script = host.get(POLICY).cloned();
     let policy_settings = match script.as_deref().map(PolicySettings::from_script) {
@@ -80,7 +81,7 @@ pub fn runtime(
         };
         runtime.policy = Policy::new(Arc::new(approve), asker);
     }
-    (runtime, policy_settings.sandbox, notes)
+    (runtime, policy_settings.sandbox_settings(), notes)
 }
 
 /// Builds the registry, the prompt and the watchdog from loaded scripts.

@@ -74,6 +74,7 @@ async fn json_mode_prints_one_object_per_line() {
     assert_eq!(
         types,
         [
+            "sandbox",
             "usage",
             "assistant",
             "tool_call",
@@ -83,14 +84,20 @@ async fn json_mode_prints_one_object_per_line() {
             "final"
         ]
     );
-    assert_eq!(lines[2]["name"], "run_shell");
-    assert_eq!(lines[2]["input"]["command"], "echo hello");
-    assert_eq!(lines[3]["id"], "c1");
-    assert_eq!(lines[3]["status"], "ok");
-    assert_eq!(lines[3]["exit_code"], 0);
-    assert!(lines[3]["output"].as_str().unwrap().starts_with("hello"));
-    assert_eq!(lines[6]["text"], "hello it was");
-    assert_eq!(lines[6]["usage"]["total_tokens"], 36);
+    assert_eq!(lines[3]["name"], "run_shell");
+    assert_eq!(lines[3]["input"]["command"], "echo hello");
+    assert_eq!(lines[4]["id"], "c1");
+    assert_eq!(lines[4]["status"], "ok");
+    assert_eq!(lines[4]["exit_code"], 0);
+    assert!(lines[4]["output"].as_str().unwrap().starts_with("hello"));
+    assert_eq!(lines[7]["text"], "hello it was");
+    assert_eq!(lines[7]["usage"]["total_tokens"], 36);
+    assert_eq!(lines[0]["mode"], "auto");
+    assert!(
+        lines[0]["layers"]["landlock fs"].is_string(),
+        "{}",
+        lines[0]
+    );
 }
 
 #[tokio::test]

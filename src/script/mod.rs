@@ -584,7 +584,7 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
             expect("approve(action)", &decision, decision.is_map())?;
             Ok(format!(
                 "settings(), is_secret(name) and approve(action) work; sandbox {}",
-                if settings.sandbox { "on" } else { "off" }
+                settings.sandbox.as_str()
             ))
         }
         MODELS => {

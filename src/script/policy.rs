@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::Script;
 use crate::runtime::policy::{Action, Approve, Decision};
+use crate::runtime::sandbox::{self, SandboxMode, SandboxSettings};
 use crate::runtime::{self, Limits};
 
 /// What `settings()` in policy.rhai returns. Unknown fields are errors.
@@ -23,7 +24,12 @@ pub struct PolicySettings {
     pub inactivity_timeout: u64,
     pub output_cap: usize,
     pub extra_roots: Vec<PathBuf>,
-    pub sandbox: bool,
+    // The sandbox (issue 13): "auto", "require" or "off" (old true/false
+    // read as "auto"/"off"), the network switch and per-command limits.
+    pub sandbox: SandboxMode,
+    pub network: bool,
+    pub max_processes: u64,
+    pub max_memory_mb: u64,
 }
 
 impl Default for PolicySettings {
@@ -35,7 +41,10 @@ impl Default for PolicySettings {
             inactivity_timeout: l.inactivity_timeout.as_secs(),
             output_cap: l.output_cap,
             extra_roots: Vec::new(),
-            sandbox: false,
+            sandbox: SandboxMode::Auto,
+            network: false,
+            max_processes: sandbox::DEFAULT_MAX_PROCESSES,
+            max_memory_mb: sandbox::DEFAULT_MAX_MEMORY_MB,
         }
     }
 }
@@ -58,6 +67,16 @@ impl PolicySettings {
             return Err("settings(): output_cap must be at least 1000 bytes".into());
         }
         Ok(settings)
+    }
+
+    /// The sandbox settings among these.
+    pub fn sandbox_settings(&self) -> SandboxSettings {
+        SandboxSettings {
+            mode: self.sandbox,
+            network: self.network,
+            max_processes: self.max_processes,
+            max_memory_mb: self.max_memory_mb,
+        }
     }
 
     /// The runtime limits these settings describe.
