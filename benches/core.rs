@@ -8,6 +8,8 @@
 //! and `system_fingerprint` fields; text arrives a word or two per chunk;
 //! tool-call arguments arrive in fragments of a few characters.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A benchmark reports its numbers on stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 
@@ -20,7 +22,7 @@ use agent::client::sse::SseParser;
 use agent::client::wire;
 use agent::protocol::{Message, ToolCall, ToolStatus};
 use agent::script::ScriptHost;
-use agent::session;
+use agent::setup;
 use common::{Bench, Target};
 use serde_json::{Map, Value, json};
 
@@ -297,7 +299,7 @@ fn request(b: &mut Bench) {
     // The prompt and the tools array of a default startup.
     let config = tempfile::tempdir().unwrap();
     let (host, _) = ScriptHost::load(config.path());
-    let setup = session::assemble(&host, Path::new("/home/user/project"), "deepseek-chat");
+    let setup = setup::assemble(&host, Path::new("/home/user/project"), "deepseek-chat");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let history = history(&mut rng, setup.system_prompt);
     let tools = setup.registry.to_openai_json();

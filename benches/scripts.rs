@@ -8,6 +8,8 @@
 //! `--child-first-load` and `--child-engine` and reports the children's
 //! timings.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A benchmark reports its numbers on stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 
@@ -20,10 +22,10 @@ use std::time::{Duration, Instant};
 use agent::protocol::{ToolCall, ToolStatus};
 use agent::runtime::Runtime;
 use agent::script::tools::ScriptTool;
+use agent::script::watchdog::{ScriptRules, facts_map};
 use agent::script::{self, Origin, ScriptHost};
-use agent::session;
+use agent::setup;
 use agent::tools::{Registry, ToolContext};
-use agent::watchdog::rules::{ScriptRules, facts_map};
 use agent::watchdog::{CallFacts, CallRecord, Rules, TurnRecord, Verdict, Watchdog};
 use common::{Bench, Target};
 use serde_json::json;
@@ -107,11 +109,11 @@ fn load(b: &mut Bench, config: &Path) {
     );
     let workspace = config.join("workspace");
     b.batched(
-        "load: ScriptHost::load + session::assemble (startup)",
+        "load: ScriptHost::load + setup::assemble (startup)",
         None,
         || {
             let (host, _) = ScriptHost::load(config);
-            session::assemble(&host, &workspace, "bench-model")
+            setup::assemble(&host, &workspace, "bench-model")
         },
     );
     for (name, source) in script::DEFAULTS {
@@ -144,7 +146,7 @@ impl ToolBench {
         ));
         // The registry the agent starts with, plus `noop`.
         let (host, _) = ScriptHost::load(&dirs.path().join("config"));
-        let setup = session::assemble(&host, &runtime.workspace, "bench-model");
+        let setup = setup::assemble(&host, &runtime.workspace, "bench-model");
         let tools = host.get(script::TOOLS).unwrap().clone();
         let noop = Arc::new(
             script::compile(script::TOOLS, NOOP_TOOLS.to_string(), Origin::Default).unwrap(),
@@ -410,8 +412,8 @@ fn history_turn(i: usize) -> TurnRecord {
 /// [`HISTORY_TURNS`] turns in one user message stay within it (the default
 /// hard cap of 48 would stop the turn long before), after `history`.
 fn watchdog_after(script: &Arc<script::Script>, history: &[TurnRecord]) -> Watchdog {
-    let mut rules = ScriptRules::new(script.clone());
-    let mut settings = rules.settings();
+    let rules = ScriptRules::new(script.clone());
+    let mut settings = agent::script::watchdog::settings(script).unwrap();
     settings.base_budget = 10 * HISTORY_TURNS as u32;
     let mut w = Watchdog::new(settings, Box::new(rules));
     for turn in history {
@@ -480,7 +482,7 @@ fn watchdog(b: &mut Bench) {
     if b.wants(name) {
         // Building the history is the slow part: one watchdog per sample.
         let verdict = watchdog_after(script, &history).observe(&turn);
-        assert_eq!(verdict.kind, agent::watchdog::VerdictKind::Continue);
+        assert_eq!(verdict.kind(), agent::watchdog::VerdictKind::Continue);
         b.each(
             name,
             None,

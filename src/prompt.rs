@@ -39,12 +39,8 @@ pub fn read_project_instructions(workspace: &Path) -> Option<String> {
     if text.len() <= MAX_PROJECT_INSTRUCTIONS {
         return Some(text);
     }
-    let mut cut = MAX_PROJECT_INSTRUCTIONS;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
     Some(format!(
         "{}\n[AGENTS.md cut at {MAX_PROJECT_INSTRUCTIONS} bytes]",
-        &text[..cut]
+        crate::text::prefix(&text, MAX_PROJECT_INSTRUCTIONS)
     ))
 }

@@ -5,27 +5,33 @@
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
+//! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `setup`: the one assembly path: what `/reload` and `/model` change and what the session keeps.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 //! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
 //!   that must not (real work), through the same pure `replay::run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A failing test may explain itself on stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 
 mod binary;
 mod client;
 mod fuzz;
+mod layering;
 mod profiles;
 mod repl;
 mod runtime_safety;
 mod sandbox;
 mod scripts;
+mod setup;
 mod turn_loop;
 mod watchdog_live;
 mod watchdog_scenarios;

@@ -206,6 +206,10 @@ async fn reload_after_editing_tools_rhai_and_resume_in_the_repl() {
         server.requests()[2].tool_result("n").unwrap()["content"],
         "HI"
     );
+    // The new profile's window is the one shown (/model switched it).
+    tmux.wait_for("context 1% of 32768").await;
+    // Ctrl+D reaches the line editor only once it is reading again.
+    tmux.wait_for_n("›", 7).await;
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
     drop(tmux);

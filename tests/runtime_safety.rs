@@ -180,7 +180,7 @@ async fn a_huge_output_is_bounded_and_saved_whole() {
     assert!(
         text.contains("bytes omitted"),
         "{}",
-        &text[..200.min(text.len())]
+        agent::text::prefix(&text, 200)
     );
     let spilled: Vec<_> = walk(&dirs.data.join("outputs"))
         .into_iter()

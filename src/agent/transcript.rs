@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::data_dir::DataDir;
 use crate::protocol::{Message, ToolStatus};
 
 /// The first line of a transcript.
@@ -84,10 +85,15 @@ impl Transcript {
 
     /// Records a compaction: the history from here on is `kept` (the summary
     /// and the recent messages); a loader drops everything before it.
-    pub fn compaction(&mut self, kept: &[Message]) -> std::io::Result<()> {
+    /// `redact` blanks secret values, as in [`Transcript::append`].
+    pub fn compaction(
+        &mut self,
+        kept: &[Message],
+        redact: &dyn Fn(String) -> String,
+    ) -> std::io::Result<()> {
         writeln!(self.file, "{}", serde_json::json!({"type": COMPACTION}))?;
         for m in kept {
-            let line = serde_json::to_string(m).map_err(std::io::Error::other)?;
+            let line = redact(serde_json::to_string(m).map_err(std::io::Error::other)?);
             writeln!(self.file, "{line}")?;
         }
         self.file.flush()
@@ -212,6 +218,53 @@ pub fn latest(dir: &Path, workspace: &Path) -> Option<PathBuf> {
         }
     }
     best.map(|(_, p)| p)
+}
+
+/// A fresh transcript for a new session `id` in `data`.
+pub fn new_session(
+    data: &DataDir,
+    id: &str,
+    workspace: &Path,
+    model: &str,
+) -> std::io::Result<Transcript> {
+    Transcript::create(
+        &data.sessions(),
+        &Header {
+            kind: "session".into(),
+            id: id.to_string(),
+            workspace: workspace.to_path_buf(),
+            model: model.to_string(),
+            started: chrono::Local::now().to_rfc3339(),
+        },
+    )
+}
+
+/// Finds and loads a saved session: `last` (the newest for `workspace`),
+/// an id, or a path. The error says where it looked and what to do.
+pub fn find(data: &DataDir, workspace: &Path, which: &str) -> Result<(PathBuf, Loaded), String> {
+    let dir = data.sessions();
+    let path = if which == "last" {
+        latest(&dir, workspace).ok_or_else(|| {
+            format!(
+                "there is no saved session for {} in {}; start one without --resume",
+                workspace.display(),
+                dir.display()
+            )
+        })?
+    } else if Path::new(which).is_file() {
+        PathBuf::from(which)
+    } else {
+        let p = data.session(which.trim_end_matches(".jsonl"));
+        if !p.is_file() {
+            return Err(format!(
+                "there is no saved session {which:?} in {}; use --resume last, or an id from that directory",
+                dir.display()
+            ));
+        }
+        p
+    };
+    let loaded = load(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok((path, loaded))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! what happened and what to do. The API key never appears in an error.
 
 pub mod assemble;
+pub mod options;
 pub mod sse;
 pub mod wire;
 
@@ -18,6 +19,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use assemble::{ModelResponse, Piece};
+pub use options::{RequestCtx, RequestOptions};
 pub use wire::Request;
 
 use assemble::{Assembler, ChunkError};
@@ -500,11 +502,7 @@ fn error_body_message(body: &str) -> String {
         message
     };
     if message.len() > ERROR_BODY_LIMIT {
-        let mut cut = ERROR_BODY_LIMIT;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}…", &message[..cut])
+        format!("{}…", crate::text::prefix(&message, ERROR_BODY_LIMIT))
     } else {
         message
     }

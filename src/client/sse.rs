@@ -124,12 +124,9 @@ impl SseParser {
             Ok(text) => Cow::Borrowed(text),
             Err(_) => String::from_utf8_lossy(line),
         };
-        let (field, value) = match text.find(':') {
-            Some(0) => return, // a comment, such as `: keep-alive`
-            Some(i) => {
-                let value = &text[i + 1..];
-                (&text[..i], value.strip_prefix(' ').unwrap_or(value))
-            }
+        let (field, value) = match text.split_once(':') {
+            Some(("", _)) => return, // a comment, such as `: keep-alive`
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (text.as_ref(), ""),
         };
         match field {

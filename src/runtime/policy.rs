@@ -1,19 +1,19 @@
 //! The approval policy: whether a shell command or a file write may run.
 //!
 //! `approve(action)` in `policy.rhai` answers allow, ask or deny, with a
-//! reason. *Ask* goes to an [`Asker`]: the REPL shows the action and takes
-//! yes, no, or always (for this reason, for the rest of the session); in
-//! one-shot mode *ask* means deny unless `--yes` was given. A denial comes
-//! back to the model as a tool result that says who refused and why.
+//! reason. *Ask* becomes an [`ApprovalRequest`] on the session's channel;
+//! the turn loop shows it to the UI as an event and the UI answers on the
+//! request's reply (the REPL asks yes / no / always; one-shot mode answers
+//! "unattended" unless `--yes` was given). A denial comes back to the model
+//! as a tool result that says who refused and why.
 //!
 //! The check lives in the runtime, so built-in tools and script tools
 //! (their `shell()` and `write_file()`) are held to the same rules.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-use futures_util::future::BoxFuture;
 
 /// Something a tool is about to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,42 +42,11 @@ pub enum Decision {
     Deny(String),
 }
 
-/// The person's answer to an *ask*.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
-    Yes,
-    No,
-    /// Yes, and do not ask again for this reason in this session.
-    Always,
-}
+pub use crate::protocol::Answer;
 
 /// Decides allow/ask/deny (the `approve` hook of `policy.rhai`).
 pub trait Approve: Send + Sync {
     fn approve(&self, action: &Action) -> Decision;
-}
-
-/// Asks the person.
-pub trait Asker: Send + Sync {
-    fn ask(&self, action: &Action, reason: &str) -> BoxFuture<'static, Answer>;
-
-    /// Who refused, in a denial the model reads.
-    fn refuser(&self) -> &'static str {
-        "the person"
-    }
-}
-
-/// One-shot mode: *ask* is yes with `--yes`, no otherwise.
-pub struct FixedAnswer(pub Answer);
-
-impl Asker for FixedAnswer {
-    fn ask(&self, _action: &Action, _reason: &str) -> BoxFuture<'static, Answer> {
-        let answer = self.0;
-        Box::pin(async move { answer })
-    }
-
-    fn refuser(&self) -> &'static str {
-        "one-shot mode (nobody is there to approve it; the person can rerun with --yes)"
-    }
 }
 
 /// Allows everything: for embedding and tests that do not care.
@@ -89,6 +58,11 @@ impl Approve for AllowAll {
     }
 }
 
+/// Who refused, in the denial the model reads, when nobody was there to
+/// answer.
+pub const UNATTENDED: &str =
+    "one-shot mode (nobody is there to approve it; the person can rerun with --yes)";
+
 /// The model-facing text when the policy or the person refused.
 pub fn denied_text(action: &Action, who: &str, reason: &str) -> String {
     format!(
@@ -97,12 +71,70 @@ pub fn denied_text(action: &Action, who: &str, reason: &str) -> String {
     )
 }
 
+/// A question for the person, on its way to the UI: the turn loop turns it
+/// into an [`crate::protocol::Event::Approval`] and the answer comes back
+/// on `reply`.
+#[derive(Debug)]
+pub struct ApprovalRequest {
+    pub id: u64,
+    pub action: Action,
+    pub reason: String,
+    pub reply: crate::protocol::Reply,
+}
+
+/// The sending end of a session's approval questions.
+pub type Asks = tokio::sync::mpsc::UnboundedSender<ApprovalRequest>;
+
+/// The receiving end, held by the turn loop.
+pub type AskQueue = tokio::sync::mpsc::UnboundedReceiver<ApprovalRequest>;
+
+/// A new channel for one session's approval questions.
+pub fn ask_channel() -> (Asks, AskQueue) {
+    tokio::sync::mpsc::unbounded_channel()
+}
+
+/// The "always" answers of one session. Shared by every policy built for
+/// the session, so a script reload keeps them; never saved to disk.
+#[derive(Clone, Debug, Default)]
+pub struct Approvals(Arc<Mutex<BTreeSet<String>>>);
+
+impl Approvals {
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.lock().is_ok_and(|a| a.contains(key))
+    }
+
+    pub fn insert(&self, key: String) {
+        if let Ok(mut a) = self.0.lock() {
+            a.insert(key);
+        }
+    }
+
+    /// Every "always" of the session, sorted.
+    pub fn list(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|a| a.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets one "always"; returns whether it was there.
+    pub fn revoke(&self, key: &str) -> bool {
+        self.0.lock().is_ok_and(|mut a| a.remove(key))
+    }
+}
+
+/// What an "always" answer covers: later actions with the same key are
+/// allowed without asking.
+pub fn always_key(_action: &Action, reason: &str) -> String {
+    reason.to_string()
+}
+
 /// The approval policy of one session.
 #[derive(Clone)]
 pub struct Policy {
     approve: Arc<dyn Approve>,
-    asker: Arc<dyn Asker>,
-    always: Arc<Mutex<HashSet<String>>>,
+    asks: Option<Asks>,
+    always: Approvals,
 }
 
 impl std::fmt::Debug for Policy {
@@ -113,23 +145,28 @@ impl std::fmt::Debug for Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy::new(Arc::new(AllowAll), Arc::new(FixedAnswer(Answer::No)))
+        Policy::new(Arc::new(AllowAll), None, Approvals::default())
     }
 }
 
+/// Numbers approval questions within the process.
+static NEXT_ASK: AtomicU64 = AtomicU64::new(1);
+
 impl Policy {
-    pub fn new(approve: Arc<dyn Approve>, asker: Arc<dyn Asker>) -> Self {
+    /// A policy deciding with `approve`, asking through `asks` (`None`:
+    /// nobody can be asked, so *ask* is a refusal), remembering "always"
+    /// answers in `always`.
+    pub fn new(approve: Arc<dyn Approve>, asks: Option<Asks>, always: Approvals) -> Self {
         Policy {
             approve,
-            asker,
-            always: Arc::new(Mutex::new(HashSet::new())),
+            asks,
+            always,
         }
     }
 
-    /// Replaces the asker (the REPL installs one that prompts).
-    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
-        self.asker = asker;
-        self
+    /// The session's "always" answers.
+    pub fn approvals(&self) -> &Approvals {
+        &self.always
     }
 
     /// Checks an action. `Err` is the text for the model.
@@ -147,21 +184,40 @@ impl Policy {
             Decision::Allow => Ok(()),
             Decision::Deny(reason) => Err(denied_text(action, "the policy", &reason)),
             Decision::Ask(reason) => {
-                if self.always.lock().is_ok_and(|a| a.contains(&reason)) {
+                let key = always_key(action, &reason);
+                if self.always.contains(&key) {
                     return Ok(());
                 }
-                match self.asker.ask(action, &reason).await {
+                match self.ask(action, &reason).await {
                     Answer::Yes => Ok(()),
                     Answer::Always => {
-                        if let Ok(mut always) = self.always.lock() {
-                            always.insert(reason);
-                        }
+                        self.always.insert(key);
                         Ok(())
                     }
-                    Answer::No => Err(denied_text(action, self.asker.refuser(), &reason)),
+                    Answer::No => Err(denied_text(action, "the person", &reason)),
+                    Answer::Unattended => Err(denied_text(action, UNATTENDED, &reason)),
                 }
             }
         }
+    }
+
+    /// Sends the question to the UI and waits for the answer.
+    async fn ask(&self, action: &Action, reason: &str) -> Answer {
+        let Some(asks) = &self.asks else {
+            return Answer::Unattended;
+        };
+        let (reply, answer) = crate::protocol::Reply::channel();
+        let request = ApprovalRequest {
+            id: NEXT_ASK.fetch_add(1, Ordering::Relaxed),
+            action: action.clone(),
+            reason: reason.to_string(),
+            reply,
+        };
+        if asks.send(request).is_err() {
+            return Answer::Unattended;
+        }
+        // A dropped reply (the turn ended, the UI went away) is no answer.
+        answer.await.unwrap_or(Answer::Unattended)
     }
 }
 
@@ -184,24 +240,27 @@ mod tests {
         }
     }
 
-    struct Counting(Mutex<u32>, Answer);
-    impl Asker for Counting {
-        fn ask(&self, _: &Action, _: &str) -> BoxFuture<'static, Answer> {
-            if let Ok(mut n) = self.0.lock() {
-                *n += 1;
-            }
-            let a = self.1;
-            Box::pin(async move { a })
-        }
-    }
-
     fn shell(c: &str) -> Action {
         Action::Shell { command: c.into() }
     }
 
+    /// Answers every question with `answer`, counting them.
+    fn answering(answer: Answer) -> (Asks, Arc<AtomicU64>) {
+        let (asks, mut queue) = ask_channel();
+        let count = Arc::new(AtomicU64::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Some(request) = queue.recv().await {
+                seen.fetch_add(1, Ordering::Relaxed);
+                request.reply.send(answer);
+            }
+        });
+        (asks, count)
+    }
+
     #[tokio::test]
     async fn allow_deny_and_ask() {
-        let policy = Policy::new(Arc::new(AskAboutRm), Arc::new(FixedAnswer(Answer::No)));
+        let policy = Policy::new(Arc::new(AskAboutRm), None, Approvals::default());
         assert_eq!(policy.check(&shell("ls")).await, Ok(()));
         let denied = policy.check(&shell("sudo ls")).await.unwrap_err();
         assert!(
@@ -213,14 +272,26 @@ mod tests {
             refused.contains("one-shot mode") && refused.contains("deletes files"),
             "{refused}"
         );
+        let (asks, _) = answering(Answer::No);
+        let policy = Policy::new(Arc::new(AskAboutRm), Some(asks), Approvals::default());
+        let refused = policy.check(&shell("rm -rf x")).await.unwrap_err();
+        assert!(refused.contains("the person refused"), "{refused}");
     }
 
     #[tokio::test]
-    async fn always_is_remembered_for_the_reason() {
-        let asker = Arc::new(Counting(Mutex::new(0), Answer::Always));
-        let policy = Policy::new(Arc::new(AskAboutRm), asker.clone());
+    async fn always_is_remembered_and_outlives_the_policy() {
+        let (asks, count) = answering(Answer::Always);
+        let approvals = Approvals::default();
+        let policy = Policy::new(Arc::new(AskAboutRm), Some(asks.clone()), approvals.clone());
         assert_eq!(policy.check(&shell("rm a")).await, Ok(()));
         assert_eq!(policy.check(&shell("rm b")).await, Ok(()));
-        assert_eq!(*asker.0.lock().unwrap(), 1);
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        // A rebuilt policy (a script reload) keeps the session's answers.
+        let rebuilt = Policy::new(Arc::new(AskAboutRm), Some(asks), approvals.clone());
+        assert_eq!(rebuilt.check(&shell("rm c")).await, Ok(()));
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        assert_eq!(approvals.list().len(), 1);
+        assert!(approvals.revoke(&approvals.list()[0]));
+        assert!(approvals.list().is_empty());
     }
 }

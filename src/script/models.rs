@@ -15,8 +15,7 @@ use serde_json::Value;
 
 use super::engine::{CallGuard, SCRIPT_CALL_BUDGET, engine};
 use super::{Script, api, error};
-use crate::agent::{RequestCtx, RequestOptions};
-use crate::client::ClientConfig;
+use crate::client::{ClientConfig, RequestCtx, RequestOptions};
 use crate::config::Endpoint;
 
 /// The client settings of `models.rhai`, in seconds.

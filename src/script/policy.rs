@@ -43,10 +43,8 @@ impl Default for PolicySettings {
 impl PolicySettings {
     /// Reads the settings from the script; errors name the field.
     pub fn from_script(script: &Script) -> Result<PolicySettings, String> {
-        let value = script
-            .call_hook("settings", vec![])
-            .map_err(|e| e.summary)?;
-        let json = serde_json::to_value(&value).map_err(|e| e.to_string())?;
+        // Fields the person's file leaves out come from the built-in file.
+        let json = super::merged_settings(script)?;
         let settings: PolicySettings =
             serde_json::from_value(json).map_err(|e| format!("settings(): {e}"))?;
         if settings.shell_timeout == 0 || settings.max_shell_timeout < settings.shell_timeout {

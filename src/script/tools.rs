@@ -23,6 +23,9 @@ use crate::tools::{Tool, ToolContext, ToolOrigin, ToolSpec};
 pub struct ToolDef {
     pub spec: ToolSpec,
     pub handler: FnPtr,
+    /// `mutating: false` in the entry declares a tool that only reads;
+    /// anything else (or nothing) counts as one that may change files.
+    pub mutating: bool,
 }
 
 /// Reads the tool list from a loaded `tools.rhai`. Every problem names the
@@ -98,6 +101,12 @@ pub fn definitions(script: &Script) -> Result<Vec<ToolDef>, String> {
             }
             None => return Err(format!("{at}: `handler` is missing")),
         };
+        let mutating = match map.get("mutating") {
+            None => true,
+            Some(v) => v
+                .as_bool()
+                .map_err(|t| format!("{at}: `mutating` must be true or false, not {t}"))?,
+        };
         defs.push(ToolDef {
             spec: ToolSpec {
                 name,
@@ -105,6 +114,7 @@ pub fn definitions(script: &Script) -> Result<Vec<ToolDef>, String> {
                 parameters,
             },
             handler,
+            mutating,
         });
     }
     Ok(defs)
@@ -211,6 +221,10 @@ impl Tool for ScriptTool {
 
     fn origin(&self) -> ToolOrigin {
         ToolOrigin::Script
+    }
+
+    fn is_mutating(&self) -> bool {
+        self.def.mutating
     }
 
     fn call(

@@ -14,12 +14,17 @@ use super::{TurnRecord, Verdict, VerdictKind, Watchdog};
 
 /// One verdict line of the output.
 pub fn verdict_json(turn: usize, v: &Verdict) -> Value {
-    json!({
+    let budget = v.budget();
+    let mut line = json!({
         "turn": turn,
-        "verdict": v.kind.as_str(),
-        "reason": v.reason,
-        "budget": {"used": v.used, "limit": v.limit},
-    })
+        "verdict": v.kind().as_str(),
+        "reason": v.reason(),
+        "budget": {"used": budget.used, "limit": budget.limit},
+    });
+    if let Some(stop) = v.stop() {
+        line["rule"] = json!(stop.rule);
+    }
+    line
 }
 
 /// A line of the input that could not be read.
@@ -67,12 +72,9 @@ pub struct RunLog {
 }
 
 impl RunLog {
-    /// A log at `<data dir>/runs/<session>.jsonl`, created on first write.
-    pub fn new(data_dir: &Path, session: &str) -> Self {
-        RunLog {
-            path: data_dir.join("runs").join(format!("{session}.jsonl")),
-            file: None,
-        }
+    /// A log at `path` (see `DataDir::run_log`), created on first write.
+    pub fn new(path: PathBuf) -> Self {
+        RunLog { path, file: None }
     }
 
     pub fn path(&self) -> &Path {
@@ -107,5 +109,5 @@ impl RunLog {
 
 /// Whether a verdict ends the turn.
 pub fn is_stop(v: &Verdict) -> bool {
-    v.kind == VerdictKind::Stop
+    v.kind() == VerdictKind::Stop
 }

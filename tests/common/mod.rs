@@ -93,11 +93,24 @@ pub fn agent_for(base_url: &str, dirs: &Dirs) -> Agent {
             std::env::var("PATH").unwrap_or_default(),
         )],
     );
-    Agent::new(
-        client,
+    let mut agent = Agent::new(
+        Arc::new(client),
         Arc::new(Registry::with_builtins()),
         Arc::new(runtime),
         "test system prompt".into(),
+        judge(dirs),
+    );
+    agent.set_summary_prompt(
+        agent::script::prompt::builtin_summary_prompt().expect("the built-in summary prompt"),
+    );
+    agent
+}
+
+/// The judge with the built-in watchdog.rhai, for `dirs.workspace`.
+pub fn judge(dirs: &Dirs) -> agent::watchdog::Judge {
+    agent::watchdog::Judge::new(
+        agent::script::watchdog::default_watchdog().0,
+        dirs.workspace.clone(),
     )
 }
 

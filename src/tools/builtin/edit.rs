@@ -173,13 +173,13 @@ fn splice(content: &str, old: &str, new: &str, replace_all: bool) -> Result<Edit
     let mut regions = Vec::with_capacity(starts.len());
     let mut copied = 0;
     for start in starts {
-        out.push_str(&content[copied..start]);
+        out.push_str(content.get(copied..start).unwrap_or(""));
         let at = out.len();
         out.push_str(new);
         regions.push((at, out.len()));
         copied = start + old.len();
     }
-    out.push_str(&content[copied..]);
+    out.push_str(content.get(copied..).unwrap_or(""));
     Ok(Edit {
         content: out,
         regions,
@@ -209,7 +209,12 @@ fn snippet(content: &str, regions: &[(usize, usize)]) -> String {
         return messages::READ_EMPTY_FILE.to_string();
     }
     let last_index = lines.len() - 1;
-    let line_of = |byte: usize| content[..byte].matches('\n').count().min(last_index);
+    let line_of = |byte: usize| {
+        crate::text::prefix(content, byte)
+            .matches('\n')
+            .count()
+            .min(last_index)
+    };
 
     // Line ranges (0-based, inclusive) to show, merged when they touch.
     let mut ranges: Vec<(usize, usize)> = Vec::new();

@@ -57,6 +57,10 @@ impl Default for ListDir {
 }
 
 impl Tool for ListDir {
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }

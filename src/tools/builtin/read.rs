@@ -92,6 +92,10 @@ impl Default for ReadFile {
 }
 
 impl Tool for ReadFile {
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
@@ -326,7 +330,7 @@ fn cut_line(text: &str, total_chars: usize) -> Cow<'_, str> {
     if total_chars <= MAX_LINE_CHARS {
         return Cow::Borrowed(text);
     }
-    let head: String = text.chars().take(MAX_LINE_CHARS).collect();
+    let head = crate::text::first_chars(text, MAX_LINE_CHARS);
     Cow::Owned(format!(
         "{head}{}",
         messages::line_truncated(total_chars - MAX_LINE_CHARS)
@@ -421,7 +425,7 @@ mod tests {
             out.text
                 .ends_with("  2000\tline 2000\n[lines 1-2000 of 2500 shown; call read_file with offset=2001 to read on]"),
             "{}",
-            &out.text[out.text.len() - 200..]
+            crate::text::suffix(&out.text, 200)
         );
     }
 

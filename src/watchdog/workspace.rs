@@ -158,7 +158,7 @@ fn git_state(root: &Path, top: &Path) -> (String, Vec<(String, u64)>) {
         .filter(|e| e.len() > 3)
         .enumerate()
         .map(|(i, e)| {
-            let path = &e[3..];
+            let path = e.get(3..).unwrap_or("");
             let h = if i < MAX_HASHED_FILES {
                 hash_file(&top.join(path))
             } else {

@@ -1,0 +1,469 @@
+//! The one assembly path: every part of an agent is built here from the
+//! scripts and the settings — the model client and its request options,
+//! the context window, the runtime and its policy, the tool registry, the
+//! system and summary prompts, and the watchdog. Startup, `/reload` and
+//! `/model` all go through [`Session`], so they cannot disagree.
+//!
+//! What belongs to the session rather than to one assembly is carried over
+//! explicitly: its id and data paths, the "always" approvals, the channel
+//! approval questions travel on, the sandbox probe, and the conversation
+//! itself (which lives in the [`Agent`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::agent::{Agent, transcript};
+use crate::client::{ChatClient, ClientConfig, RequestOptions};
+use crate::config::{Overrides, Settings};
+use crate::data_dir::{DataDir, new_session_id};
+use crate::prompt::PromptContext;
+use crate::runtime::Runtime;
+use crate::runtime::policy::{Approvals, Asks, Policy, ask_channel};
+use crate::runtime::sandbox;
+use crate::script::policy::{PolicySettings, ScriptApprove};
+use crate::script::tools::ScriptTool;
+use crate::script::{self, LoadNote, MODELS, POLICY, ScriptHost, TOOLS, WATCHDOG, models};
+use crate::tools::Registry;
+use crate::watchdog::replay::RunLog;
+use crate::watchdog::{Judge, Watchdog};
+
+/// Something the person should be told about the assembly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A fact: a resumed session, a reloaded script.
+    Info(String),
+    /// Something failed and a default stands in, or a feature is off.
+    Warning(String),
+}
+
+/// The model side of a session: resolved settings, the client and the
+/// profile's per-request options and window.
+pub struct ModelSetup {
+    pub settings: Settings,
+    pub client: ChatClient,
+    pub options: Option<Arc<dyn RequestOptions>>,
+    /// The profile's name, when one applied.
+    pub profile: Option<String>,
+    pub context_window: Option<u64>,
+}
+
+/// Picks the profile (`profile` or the default of `models.rhai`) and
+/// resolves settings and the client from it, the environment and flags.
+pub fn model_setup(
+    host: &ScriptHost,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: Option<&str>,
+) -> Result<ModelSetup, String> {
+    let script = host.get(MODELS).cloned();
+    let parsed = match &script {
+        Some(s) => Some(models::parse(s)?),
+        None => None,
+    };
+    let chosen = match (&parsed, profile) {
+        (Some(m), Some(name)) => Some(m.profile(name)?.clone()),
+        (Some(m), None) if !m.profiles.is_empty() => Some(m.profile(&m.default)?.clone()),
+        (None, Some(name)) => {
+            return Err(format!(
+                "there is no profile named {name:?}: models.rhai is not loaded"
+            ));
+        }
+        _ => None,
+    };
+    let settings = Settings::resolve_with(
+        overrides,
+        env,
+        chosen.as_ref().map(models::Profile::endpoint).as_ref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut config = ClientConfig::new(
+        settings.base_url.clone(),
+        settings.model.clone(),
+        settings.api_key.clone(),
+    );
+    if let Some(m) = &parsed {
+        m.client.apply(&mut config);
+    }
+    let client = ChatClient::new(config).map_err(|e| e.to_string())?;
+    let options: Option<Arc<dyn RequestOptions>> = match (&script, &chosen) {
+        (Some(script), Some(p)) => Some(Arc::new(models::ProfileOptions {
+            script: script.clone(),
+            options: p.options.clone(),
+        })),
+        _ => None,
+    };
+    Ok(ModelSetup {
+        settings,
+        client,
+        options,
+        profile: chosen.as_ref().map(|p| p.name.clone()),
+        context_window: chosen.and_then(|p| p.context_window),
+    })
+}
+
+/// What the scripts make of a workspace: the tools, both prompts and the
+/// watchdog, with notes for the person.
+pub struct Assembled {
+    pub registry: Arc<Registry>,
+    pub system_prompt: String,
+    pub summary_prompt: String,
+    pub watchdog: Watchdog,
+    pub notes: Vec<Note>,
+}
+
+/// Builds the registry (built-ins plus the tools of tools.rhai), the
+/// prompts and the watchdog from loaded scripts.
+pub fn assemble(host: &ScriptHost, workspace: &std::path::Path, model: &str) -> Assembled {
+    let mut notes = Vec::new();
+    let mut registry = Registry::with_builtins();
+    if let Some(script) = host.get(TOOLS) {
+        match ScriptTool::all(script) {
+            Ok(tools) => {
+                for tool in tools {
+                    let name = tool.spec().name.clone();
+                    if registry.register(tool).is_some() {
+                        notes.push(Note::Info(format!(
+                            "{}: the tool `{name}` replaces the built-in `{name}`",
+                            script.display_path()
+                        )));
+                    }
+                }
+            }
+            Err(e) => notes.push(Note::Warning(format!(
+                "{}: {e}; its tools are not available",
+                script.display_path()
+            ))),
+        }
+    }
+    let ctx = PromptContext::new(workspace, model, registry.names());
+    let (system_prompt, summary_prompt, prompt_notes) = script::prompt::prompts(host, &ctx);
+    notes.extend(prompt_notes.into_iter().map(Note::Warning));
+    let (watchdog, warnings) = match host.get(WATCHDOG) {
+        Some(script) => script::watchdog::from_script(script.clone()),
+        None => script::watchdog::default_watchdog(),
+    };
+    notes.extend(warnings.into_iter().map(Note::Warning));
+    Assembled {
+        registry: Arc::new(registry),
+        system_prompt,
+        summary_prompt,
+        watchdog,
+        notes,
+    }
+}
+
+/// What the scripts produce for the tool side of an agent.
+pub struct Parts {
+    pub runtime: Runtime,
+    pub registry: Arc<Registry>,
+    pub system_prompt: String,
+    pub summary_prompt: String,
+    pub watchdog: Watchdog,
+}
+
+/// One session: the scripts, the settings and the state that outlives a
+/// reload.
+pub struct Session {
+    pub host: ScriptHost,
+    pub settings: Settings,
+    pub overrides: Overrides,
+    pub profile: Option<String>,
+    pub id: String,
+    pub data: DataDir,
+    approvals: Approvals,
+    asks: Asks,
+    /// The sandbox launcher once the kernel was probed (`Err`: why not).
+    sandbox: Option<Result<PathBuf, String>>,
+    /// The environment commands inherit, before scrubbing.
+    child_env: Vec<(String, String)>,
+    /// Where settings and key variables are looked up, also on reload.
+    lookup: Env,
+}
+
+/// How the session reads environment variables (the process's own in
+/// the binary; a map in tests), for settings and profiles' key variables.
+pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// How to start a session.
+pub struct Start<'a> {
+    pub settings: &'a Settings,
+    pub overrides: &'a Overrides,
+    pub env: Env,
+    pub profile: Option<&'a str>,
+    /// Continue a saved conversation: `last`, an id or a path.
+    pub resume: Option<&'a str>,
+}
+
+impl Session {
+    /// Loads the scripts and builds a ready agent. `Err` is a message for
+    /// the person (a bad profile, an unknown session).
+    pub fn start(start: Start<'_>) -> Result<(Session, Agent, Vec<Note>), String> {
+        let (host, load_notes) = ScriptHost::load(&start.settings.config_dir);
+        let mut notes: Vec<Note> = load_notes
+            .iter()
+            .filter(|n| !matches!(n, LoadNote::Loaded { .. }))
+            .map(|n| Note::Warning(n.message()))
+            .collect();
+        let model = model_setup(&host, start.overrides, &*start.env, start.profile)?;
+        let (asks, queue) = ask_channel();
+        let data = DataDir::new(model.settings.data_dir.clone());
+        let mut session = Session {
+            host,
+            settings: model.settings.clone(),
+            overrides: start.overrides.clone(),
+            profile: model.profile.clone(),
+            id: new_session_id(),
+            data,
+            approvals: Approvals::default(),
+            asks,
+            sandbox: None,
+            child_env: std::env::vars().collect(),
+            lookup: start.env.clone(),
+        };
+        let parts = session.parts(&mut notes);
+        let judge = Judge::new(parts.watchdog, session.settings.workspace.clone())
+            .with_run_log(RunLog::new(session.data.run_log(&session.id)));
+        let mut agent = Agent::new(
+            Arc::new(model.client),
+            parts.registry,
+            Arc::new(parts.runtime),
+            parts.system_prompt,
+            judge,
+        );
+        agent.set_asks(queue);
+        agent.set_summary_prompt(parts.summary_prompt);
+        agent.set_request_options(model.options);
+        agent.set_context_window(model.context_window);
+        match start.resume {
+            Some(which) => notes.extend(session.resume(&mut agent, which)?),
+            None => notes.extend(session.new_transcript(&mut agent)),
+        }
+        Ok((session, agent, notes))
+    }
+
+    /// The tool side from the loaded scripts.
+    fn parts(&mut self, notes: &mut Vec<Note>) -> Parts {
+        let runtime = self.runtime(notes);
+        let assembled = assemble(&self.host, &self.settings.workspace, &self.settings.model);
+        notes.extend(assembled.notes);
+        Parts {
+            runtime,
+            registry: assembled.registry,
+            system_prompt: assembled.system_prompt,
+            summary_prompt: assembled.summary_prompt,
+            watchdog: assembled.watchdog,
+        }
+    }
+
+    /// The runtime from `policy.rhai`: limits, extra roots, the secret rule
+    /// (applied to the environment), the approval hook, the API key among
+    /// the values blanked out of tool outputs, and the sandbox.
+    fn runtime(&mut self, notes: &mut Vec<Note>) -> Runtime {
+        let settings = &self.settings;
+        let script = self.host.get(POLICY).cloned();
+        let policy_settings = match script.as_deref().map(PolicySettings::from_script) {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                notes.push(Note::Warning(format!(
+                    "policy.rhai: {e}; using the default limits"
+                )));
+                PolicySettings::default()
+            }
+            None => PolicySettings::default(),
+        };
+        let spill_dir = self.data.outputs(&self.id);
+        let env = self.child_env.clone();
+        let mut runtime = match &script {
+            Some(script) => Runtime::with_secret_rule(
+                settings.workspace.clone(),
+                spill_dir,
+                env,
+                &|name: &str| crate::script::policy::is_secret(script, name),
+            ),
+            None => Runtime::new(settings.workspace.clone(), spill_dir, env),
+        };
+        runtime.limits = policy_settings.limits();
+        let extra: Vec<PathBuf> = policy_settings
+            .extra_roots
+            .iter()
+            .map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    settings.workspace.join(p)
+                }
+            })
+            .collect();
+        runtime.set_extra_roots(&extra);
+        if let Some(key) = &settings.api_key {
+            runtime.add_redaction(key);
+        }
+        let approve: Arc<dyn crate::runtime::policy::Approve> = match script {
+            Some(script) => Arc::new(ScriptApprove {
+                script,
+                workspace: settings.workspace.clone(),
+                home: std::env::var("HOME").unwrap_or_default(),
+            }),
+            None => Arc::new(crate::runtime::policy::AllowAll),
+        };
+        runtime.policy = Policy::new(approve, Some(self.asks.clone()), self.approvals.clone());
+        if settings.sandbox || policy_settings.sandbox {
+            let launcher = self
+                .sandbox
+                .get_or_insert_with(|| sandbox_launcher(std::env::current_exe()))
+                .clone();
+            match launcher {
+                Ok(launcher) => runtime = runtime.with_sandbox(launcher),
+                Err(note) => notes.push(Note::Warning(note)),
+            }
+        }
+        runtime
+    }
+
+    /// Applies edited scripts to `agent` (all of them when `force`, else
+    /// only when a file changed): the runtime, tools, both prompts, the
+    /// watchdog, and the current profile's request options and window.
+    /// The conversation and the session's approvals stay.
+    pub fn reload(&mut self, agent: &mut Agent, force: bool) -> Vec<Note> {
+        let mut notes: Vec<Note> = self
+            .host
+            .reload(force)
+            .iter()
+            .map(|n| match n {
+                LoadNote::Loaded { name, .. } => Note::Info(format!("reloaded {name}")),
+                other => Note::Warning(other.message()),
+            })
+            .collect();
+        let parts = self.parts(&mut notes);
+        self.apply(agent, parts);
+        match model_setup(
+            &self.host,
+            &self.overrides,
+            &*self.lookup,
+            self.profile.as_deref(),
+        ) {
+            Ok(model) => self.apply_model(agent, model),
+            Err(e) => notes.push(Note::Warning(format!(
+                "models.rhai: {e}; keeping the current model settings"
+            ))),
+        }
+        notes
+    }
+
+    fn apply(&self, agent: &mut Agent, parts: Parts) {
+        agent.set_runtime(Arc::new(parts.runtime));
+        agent.set_registry(parts.registry);
+        agent.set_system_prompt(parts.system_prompt);
+        agent.set_summary_prompt(parts.summary_prompt);
+        agent.set_watchdog(parts.watchdog);
+    }
+
+    fn apply_model(&mut self, agent: &mut Agent, model: ModelSetup) {
+        agent.set_model(Arc::new(model.client));
+        agent.set_request_options(model.options);
+        agent.set_context_window(model.context_window);
+        self.profile = model.profile;
+        self.settings = model.settings;
+    }
+
+    /// Switches to profile `name`: model, endpoint, key, request options
+    /// and context window together.
+    pub fn switch_profile(&mut self, agent: &mut Agent, name: &str) -> Result<(), String> {
+        let model = model_setup(&self.host, &self.overrides, &*self.lookup, Some(name))?;
+        self.apply_model(agent, model);
+        Ok(())
+    }
+
+    /// The session's "always" approvals.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    /// Starts a new conversation in a new transcript (the old one stays).
+    pub fn new_conversation(&mut self, agent: &mut Agent) -> Vec<Note> {
+        agent.clear();
+        self.id = new_session_id();
+        self.new_transcript(agent)
+    }
+
+    fn new_transcript(&self, agent: &mut Agent) -> Vec<Note> {
+        match transcript::new_session(
+            &self.data,
+            &self.id,
+            &self.settings.workspace,
+            &self.settings.model,
+        ) {
+            Ok(t) => {
+                agent.set_transcript(Some(t));
+                Vec::new()
+            }
+            Err(e) => {
+                agent.set_transcript(None);
+                vec![Note::Warning(format!(
+                    "cannot save the transcript in {}: {e}; this conversation is not saved",
+                    self.data.sessions().display()
+                ))]
+            }
+        }
+    }
+
+    /// Continues a saved conversation in `agent`.
+    pub fn resume(&mut self, agent: &mut Agent, which: &str) -> Result<Vec<Note>, String> {
+        let (path, loaded) = transcript::find(&self.data, &self.settings.workspace, which)?;
+        let mut notes = vec![Note::Info(format!(
+            "resumed {} ({} messages{})",
+            path.display(),
+            loaded.messages.len(),
+            if loaded.skipped > 0 {
+                format!("; {} unreadable line(s) skipped", loaded.skipped)
+            } else {
+                String::new()
+            }
+        ))];
+        agent.restore(loaded.messages);
+        match transcript::Transcript::append_to(&path) {
+            Ok(t) => agent.set_transcript(Some(t)),
+            Err(e) => {
+                agent.set_transcript(None);
+                notes.push(Note::Warning(format!(
+                    "cannot append to {}: {e}; this session is not saved",
+                    path.display()
+                )));
+            }
+        }
+        Ok(notes)
+    }
+}
+
+/// The launcher for sandboxed commands (`exe`: this very binary), once the
+/// kernel has shown it enforces the sandbox; otherwise the one warning line
+/// to show.
+pub fn sandbox_launcher(exe: std::io::Result<PathBuf>) -> Result<PathBuf, String> {
+    let unconfined = "shell commands run without the sandbox, under the approval policy only";
+    let launcher = exe.map_err(|e| {
+        format!("cannot find the agent's own executable to launch sandboxed commands ({e}); {unconfined}")
+    })?;
+    match sandbox::probe(&launcher) {
+        Ok(_abi) => Ok(launcher),
+        Err(e) => Err(format!("{} ({e})", sandbox::NO_LANDLOCK_WARNING)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unusable_sandbox_is_one_warning_line() {
+        // A launcher that cannot answer stands in for a kernel without
+        // Landlock: either way the sandbox is off and the agent says so once.
+        let note = sandbox_launcher(Ok(PathBuf::from("/nonexistent/agent"))).unwrap_err();
+        assert!(note.starts_with(sandbox::NO_LANDLOCK_WARNING), "{note}");
+        assert!(note.contains("/nonexistent/agent"), "{note}");
+        assert!(!note.contains('\n'), "{note}");
+
+        let note = sandbox_launcher(Err(std::io::Error::other("gone"))).unwrap_err();
+        assert!(note.contains("gone") && !note.contains('\n'), "{note}");
+        assert!(note.ends_with("under the approval policy only"), "{note}");
+    }
+}

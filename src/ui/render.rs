@@ -1,0 +1,145 @@
+//! Pure rendering: the lines the person sees for tool calls, results,
+//! warnings and turn summaries. No terminal here, so every line is tested
+//! as a string.
+
+use serde_json::Value;
+
+use super::Style;
+use crate::protocol::{ToolOutput, ToolStatus, Usage};
+use crate::text;
+
+/// Longest tool input summary on one line.
+const MAX_INPUT_SUMMARY: usize = 160;
+
+/// Longest error line in a failed call's summary.
+const MAX_ERROR_LINE: usize = 160;
+
+/// A one-line summary of a tool call's input, for display: the command,
+/// the path, or the compact JSON.
+pub fn summarize_input(input: &Value) -> String {
+    let text = match input {
+        Value::Object(map) => ["command", "path", "pattern", "query"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_str))
+            .map(str::to_string)
+            .unwrap_or_else(|| input.to_string()),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    text::shorten(&text::one_line(&text), MAX_INPUT_SUMMARY)
+}
+
+/// The first line that says something about a failure: section markers
+/// such as `[stderr]` are skipped.
+pub fn error_line(output: &str) -> String {
+    let line = output
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && *l != "[stderr]")
+        .unwrap_or("");
+    text::shorten(line, MAX_ERROR_LINE)
+}
+
+/// The line under a tool call once it finished.
+pub fn tool_result(style: Style, output: &ToolOutput) -> String {
+    match (output.status, output.exit_code) {
+        (ToolStatus::Ok, _) => style.green("  ✓ ok"),
+        (ToolStatus::Failed, Some(code)) => {
+            style.red(&format!("  ✗ exit {code}: {}", error_line(&output.text)))
+        }
+        (ToolStatus::Failed, None) => {
+            let kind = output.error_kind.map(|k| k.as_str()).unwrap_or("failed");
+            style.red(&format!("  ✗ {kind}: {}", error_line(&output.text)))
+        }
+    }
+}
+
+/// A warning: one label, even when the text (a rendered script error)
+/// brings its own.
+pub fn warning(style: Style, text: &str) -> String {
+    let text = text.strip_prefix("error: ").unwrap_or(text);
+    format!("{} {}", style.yellow("warning:"), text.trim_end())
+}
+
+/// An error for the person.
+pub fn error(style: Style, text: &str) -> String {
+    format!("{} {}", style.red("error:"), text.trim_end())
+}
+
+/// The line after a turn: tokens used, and how full the context is.
+pub fn turn_summary(usage: Usage, context: u64, window: Option<u64>) -> Option<String> {
+    let mut line = String::new();
+    if usage.total_tokens > 0 {
+        line = format!(
+            "tokens: {} in, {} out",
+            usage.prompt_tokens, usage.completion_tokens
+        );
+    }
+    if let Some(w) = window.filter(|w| *w > 0) {
+        let pct = (context as f64 / w as f64 * 100.0).round();
+        line.push_str(&format!(
+            "{}context {pct}% of {w}",
+            if line.is_empty() { "" } else { " · " }
+        ));
+    }
+    (!line.is_empty()).then_some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorKind;
+    use serde_json::json;
+
+    const PLAIN: Style = Style { color: false };
+
+    #[test]
+    fn summaries_prefer_the_command_or_path() {
+        assert_eq!(summarize_input(&json!({"command": "ls\n-la"})), "ls⏎-la");
+        assert_eq!(
+            summarize_input(&json!({"path": "a.rs", "offset": 3})),
+            "a.rs"
+        );
+        assert_eq!(summarize_input(&json!({"x": 1})), "{\"x\":1}");
+        assert!(summarize_input(&json!({"command": "x".repeat(500)})).ends_with('…'));
+    }
+
+    #[test]
+    fn a_failure_shows_its_error_not_a_marker() {
+        let out = ToolOutput::failed(ErrorKind::Failed, "[stderr]\nls: cannot access 'x'\n")
+            .with_exit_code(Some(2));
+        assert_eq!(
+            tool_result(PLAIN, &out),
+            "  ✗ exit 2: ls: cannot access 'x'"
+        );
+        let denied = ToolOutput::failed(ErrorKind::Denied, "Denied: the person refused");
+        assert_eq!(
+            tool_result(PLAIN, &denied),
+            "  ✗ denied: Denied: the person refused"
+        );
+        assert_eq!(tool_result(PLAIN, &ToolOutput::ok("x")), "  ✓ ok");
+    }
+
+    #[test]
+    fn a_warning_has_one_label() {
+        assert_eq!(
+            warning(PLAIN, "error: tools.rhai:3:1 oops\n"),
+            "warning: tools.rhai:3:1 oops"
+        );
+        assert_eq!(error(PLAIN, "boom"), "error: boom");
+    }
+
+    #[test]
+    fn the_turn_summary() {
+        let usage = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            total_tokens: 12,
+        };
+        assert_eq!(
+            turn_summary(usage, 500, Some(1000)).as_deref(),
+            Some("tokens: 10 in, 2 out · context 50% of 1000")
+        );
+        assert_eq!(turn_summary(Usage::default(), 0, None), None);
+    }
+}
