@@ -194,30 +194,69 @@ pub fn repair(messages: Vec<Message>) -> Vec<Message> {
     out
 }
 
-/// The newest transcript in `dir` for `workspace` (by modification time).
+/// A saved conversation, as `/sessions` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionInfo {
+    pub id: String,
+    pub path: PathBuf,
+    /// When it started (the header's RFC 3339 time).
+    pub started: String,
+    /// The person's first request, if any.
+    pub first_request: Option<String>,
+    /// Messages after the header.
+    pub messages: usize,
+    modified: std::time::SystemTime,
+}
+
+/// The saved conversations of `workspace` in `dir`, newest first.
+/// Conversations without a message (a `/clear` nobody typed after) are
+/// left out.
+pub fn list(dir: &Path, workspace: &Path) -> Vec<SessionInfo> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<SessionInfo> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "jsonl") {
+                return None;
+            }
+            let modified = entry.metadata().and_then(|m| m.modified()).ok()?;
+            let mut lines = BufReader::new(File::open(&path).ok()?).lines();
+            let header: Header = serde_json::from_str(&lines.next()?.ok()?).ok()?;
+            if header.kind != "session" || header.workspace != workspace {
+                return None;
+            }
+            let mut messages = 0;
+            let mut first_request = None;
+            for line in lines.map_while(Result::ok) {
+                if let Ok(m) = serde_json::from_str::<Message>(&line) {
+                    messages += 1;
+                    if let (None, Message::User { content, source }) = (&first_request, &m)
+                        && *source == crate::protocol::UserSource::Person
+                    {
+                        first_request = Some(content.clone());
+                    }
+                }
+            }
+            (messages > 0).then_some(SessionInfo {
+                id: header.id,
+                path,
+                started: header.started,
+                first_request,
+                messages,
+                modified,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
+    found
+}
+
+/// The newest conversation in `dir` for `workspace` that has a message.
 pub fn latest(dir: &Path, workspace: &Path) -> Option<PathBuf> {
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        if path.extension().is_none_or(|e| e != "jsonl") {
-            continue;
-        }
-        let Ok(modified) = entry.metadata().and_then(|m| m.modified()) else {
-            continue;
-        };
-        let first = File::open(&path)
-            .ok()
-            .and_then(|f| BufReader::new(f).lines().next())
-            .and_then(Result::ok)
-            .and_then(|l| serde_json::from_str::<Header>(&l).ok());
-        if first.is_none_or(|h| h.workspace != workspace) {
-            continue;
-        }
-        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
-            best = Some((modified, path));
-        }
-    }
-    best.map(|(_, p)| p)
+    list(dir, workspace).into_iter().next().map(|s| s.path)
 }
 
 /// A fresh transcript for a new session `id` in `data`.
@@ -327,5 +366,50 @@ mod tests {
             Some(dir.path().join("s1.jsonl"))
         );
         assert_eq!(latest(dir.path(), Path::new("/elsewhere")), None);
+    }
+
+    #[test]
+    fn a_compaction_is_redacted_like_every_other_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = Header {
+            kind: "session".into(),
+            id: "s2".into(),
+            workspace: "/w".into(),
+            model: "m".into(),
+            started: "now".into(),
+        };
+        let mut t = Transcript::create(dir.path(), &header).unwrap();
+        let redact = |line: String| line.replace("sk-secret-value", "[redacted]");
+        t.append(&Message::user("my key is sk-secret-value"), &redact)
+            .unwrap();
+        t.compaction(&[Message::user("summary: key sk-secret-value")], &redact)
+            .unwrap();
+        let text = std::fs::read_to_string(dir.path().join("s2.jsonl")).unwrap();
+        assert!(!text.contains("sk-secret-value"), "{text}");
+        let loaded = load(&dir.path().join("s2.jsonl")).unwrap();
+        assert_eq!(loaded.messages, [Message::user("summary: key [redacted]")]);
+    }
+
+    #[test]
+    fn an_empty_new_conversation_is_not_the_latest() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = DataDir::new(dir.path());
+        let mut old = new_session(&data, "20260101-000000-1", Path::new("/w"), "m").unwrap();
+        old.append(&Message::user("fix the parser"), &|l| l)
+            .unwrap();
+        old.append(&Message::user("and the tests"), &|l| l).unwrap();
+        drop(old);
+        // `/clear`: a new transcript with nothing in it yet.
+        let _empty = new_session(&data, "20260101-000001-1", Path::new("/w"), "m").unwrap();
+        let list = list(&data.sessions(), Path::new("/w"));
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].id, "20260101-000000-1");
+        assert_eq!(list[0].messages, 2);
+        assert_eq!(list[0].first_request.as_deref(), Some("fix the parser"));
+        assert_eq!(
+            latest(&data.sessions(), Path::new("/w")),
+            Some(list[0].path.clone())
+        );
+        assert!(super::list(&data.sessions(), Path::new("/other")).is_empty());
     }
 }

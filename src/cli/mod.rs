@@ -94,6 +94,9 @@ pub enum Command {
     },
     /// Show the watchdog on four scripted runs; no key or network needed.
     Demo,
+    /// List the saved conversations of this workspace (newest first), for
+    /// `--resume ID`.
+    Sessions,
     /// Internal: the sandbox launcher. Confines its own writes to the
     /// given dirs (and /dev) with Landlock, then becomes PROGRAM.
     #[command(name = "sandbox-exec", hide = true)]
@@ -177,6 +180,14 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
         // Handled (and returned from) at the top.
         Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,
         Some(Command::Demo) => return rt.block_on(demo::run(&settings, style)),
+        Some(Command::Sessions) => {
+            let data = crate::data_dir::DataDir::new(settings.data_dir.clone());
+            let list = crate::agent::transcript::list(&data.sessions(), &settings.workspace);
+            for line in crate::ui::render::sessions(&list, None) {
+                report::out(&line);
+            }
+            return exit::OK;
+        }
         None => {}
     }
 

@@ -85,6 +85,39 @@ pub fn turn_summary(usage: Usage, context: u64, window: Option<u64>) -> Option<S
     (!line.is_empty()).then_some(line)
 }
 
+/// Longest first request shown in a session list.
+const MAX_LISTED_REQUEST: usize = 60;
+
+/// The lines of a session list: id, start, messages, first request;
+/// `current` is marked.
+pub fn sessions(
+    list: &[crate::agent::transcript::SessionInfo],
+    current: Option<&str>,
+) -> Vec<String> {
+    if list.is_empty() {
+        return vec!["  no saved conversations for this workspace yet".to_string()];
+    }
+    list.iter()
+        .map(|s| {
+            let started = s.started.get(..16).unwrap_or(&s.started).replace('T', " ");
+            let request = s
+                .first_request
+                .as_deref()
+                .map(|r| text::shorten(&text::one_line(r), MAX_LISTED_REQUEST))
+                .unwrap_or_default();
+            let mark = if current == Some(s.id.as_str()) {
+                " (this one)"
+            } else {
+                ""
+            };
+            format!(
+                "  {}  {started}  {:>4} messages  {request}{mark}",
+                s.id, s.messages
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,8 +91,10 @@ mod replay_status {
     }
 }
 
-/// One model turn: its text and the calls it made.
+/// One model turn: its text and the calls it made. Unknown fields are
+/// errors, so a file that is not a run log is not read as empty turns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnRecord {
     /// Set when this turn starts a new user message.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -35,8 +35,22 @@ pub struct ReplayError {
     pub message: String,
 }
 
+/// What `agent replay` says about a saved conversation given instead of
+/// a run log.
+pub const NOT_A_RUN_LOG: &str = "this is a saved conversation (a transcript from <data dir>/sessions/), not a run log; replay the file with the same name in <data dir>/runs/";
+
 /// Parses a replay file's text.
 pub fn parse(text: &str) -> Result<Vec<TurnRecord>, ReplayError> {
+    let first = text.lines().enumerate().find(|(_, l)| !l.trim().is_empty());
+    if let Some((i, line)) = first
+        && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line)
+        && (map.get("type").and_then(Value::as_str) == Some("session") || map.contains_key("role"))
+    {
+        return Err(ReplayError {
+            line: i + 1,
+            message: NOT_A_RUN_LOG.to_string(),
+        });
+    }
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -110,4 +124,23 @@ impl RunLog {
 /// Whether a verdict ends the turn.
 pub fn is_stop(v: &Verdict) -> bool {
     v.kind() == VerdictKind::Stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_is_not_a_run_log() {
+        let transcript = "{\"type\":\"session\",\"id\":\"x\",\"workspace\":\"/w\",\"model\":\"m\",\"started\":\"t\"}\n{\"role\":\"user\",\"content\":\"hi\"}\n";
+        let err = parse(transcript).unwrap_err();
+        assert!(err.message.contains("not a run log"), "{err}");
+        let messages_only = "{\"role\":\"user\",\"content\":\"hi\"}\n";
+        assert!(parse(messages_only).is_err());
+        let junk = "{\"colour\":\"blue\"}\n";
+        let err = parse(junk).unwrap_err();
+        assert!(err.message.contains("colour"), "{err}");
+        let log = "{\"user\":\"go\",\"calls\":[]}\n";
+        assert_eq!(parse(log).unwrap().len(), 1);
+    }
 }

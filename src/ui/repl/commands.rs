@@ -23,6 +23,8 @@ pub enum Input {
     Compact,
     /// `/resume` continues the newest saved session; `/resume ID` a given one.
     Resume(Option<String>),
+    /// `/sessions` lists the saved conversations of this workspace.
+    Sessions,
     /// `/policy` lists the session's "always" approvals; `/policy revoke N`
     /// forgets one.
     Policy(Option<String>),
@@ -53,6 +55,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "continue a saved conversation: /resume [ID|last]",
     ),
     (
+        "/sessions",
+        "list the saved conversations of this workspace",
+    ),
+    (
         "/policy",
         "list this session's \"always\" approvals; /policy revoke N forgets one",
     ),
@@ -78,6 +84,7 @@ pub fn parse(line: &str) -> Input {
         "/clear" => Input::Clear,
         "/compact" => Input::Compact,
         "/resume" => Input::Resume(trimmed.split_whitespace().nth(1).map(str::to_string)),
+        "/sessions" => Input::Sessions,
         "/policy" => Input::Policy(
             trimmed
                 .split_once(char::is_whitespace)

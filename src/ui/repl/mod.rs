@@ -208,6 +208,15 @@ fn command(
             );
         }
         Input::Policy(arg) => policy(session, sink, arg.as_deref()),
+        Input::Sessions => {
+            let sessions = crate::agent::transcript::list(
+                &session.data.sessions(),
+                &session.settings.workspace,
+            );
+            for line in super::render::sessions(&sessions, Some(&session.id)) {
+                eprintln!("{line}");
+            }
+        }
         Input::Reload => {
             let notes = session.reload(agent, true);
             if notes.is_empty() {
