@@ -426,7 +426,9 @@ impl Agent {
                     finish_reason: response.finish_reason,
                 });
             }
-            let records = self.run_calls(&calls, sink, cancel).await;
+            let records = self
+                .run_calls(&calls, &response.oversized, sink, cancel)
+                .await;
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
             }
@@ -550,7 +552,18 @@ impl Agent {
                 }
                 return Ok(None);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // An answer cut by a client bound keeps what was shown, marked
+                // as cut, so the model learns of it (client::cut_note).
+                if let Some(note) = crate::client::cut_note(&e) {
+                    self.push(Message::Assistant {
+                        content: Some(partial + note.as_str()),
+                        tool_calls: Vec::new(),
+                        reasoning: None,
+                    });
+                }
+                return Err(e.into());
+            }
         };
         if let Some(usage) = response.usage {
             self.usage.add(usage);
@@ -676,6 +689,7 @@ impl Agent {
     async fn run_calls(
         &mut self,
         calls: &[ToolCall],
+        oversized: &[crate::client::OversizedCall],
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Vec<CallRecord> {
@@ -686,8 +700,15 @@ impl Agent {
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
             let key = action_key(&call.name, &input);
             let duplicate = first_ids.iter().find(|(k, ..)| *k == key).cloned();
+            let too_large = oversized.iter().find(|o| o.id == call.id);
             let output = if cancel.is_cancelled() {
                 ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED)
+            } else if let Some(o) = too_large {
+                // Its arguments were not kept (client::bounds): refuse it.
+                ToolOutput::failed(
+                    ErrorKind::InvalidArgs,
+                    crate::client::argument_too_large(&o.name, o.bytes, o.cap),
+                )
             } else if let Some((_, first_id, first)) = &duplicate {
                 ToolOutput {
                     text: duplicate_call(first_id),
