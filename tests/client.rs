@@ -16,8 +16,8 @@ use crate::common::mock::{
     Chunk, MockServer, Reply, Shape, chunks, done_after, text_events, tool_events,
 };
 use crate::common::{
-    Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_with, client_config,
-    measured_agent_command, output, peak_rss_kb, read, stderr, stdout,
+    Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_with, client_config, measured_agent_command,
+    output, peak_rss_kb, read, stderr, stdout,
 };
 
 fn body() -> Value {
@@ -552,7 +552,8 @@ async fn a_json_response_that_stalls_after_its_headers_times_out() {
 
 #[tokio::test]
 async fn a_json_response_over_the_cap_is_cut_and_keeps_what_was_shown() {
-    let whole = json!({"choices": [{"message": {"content": "y".repeat(5000)}, "finish_reason": "stop"}]});
+    let whole =
+        json!({"choices": [{"message": {"content": "y".repeat(5000)}, "finish_reason": "stop"}]});
     let server = MockServer::start(vec![Reply::Status {
         code: 200,
         body: whole.to_string(),
@@ -621,10 +622,7 @@ async fn the_request_deadline_ends_an_answer_that_keeps_trickling() {
     let (result, text, _) = complete(&client).await;
     let error = result.unwrap_err();
     assert!(matches!(error, ApiError::TimedOut { .. }), "{error:?}");
-    assert!(
-        error.to_string().contains("request_timeout"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("request_timeout"), "{error}");
     assert!(text.starts_with("abcdabcd"), "{text}");
 }
 
@@ -788,7 +786,10 @@ async fn one_shot_a_stalled_json_response_exits_3() {
     }])
     .await;
     let dirs = Dirs::new();
-    models_with_client(&dirs, "max_attempts: 1, first_token_timeout: 1, idle_timeout: 1");
+    models_with_client(
+        &dirs,
+        "max_attempts: 1, first_token_timeout: 1, idle_timeout: 1",
+    );
     let mut cmd = agent_command(&dirs, &server.base_url);
     cmd.args(["-p", "hello"]);
     let out = output(cmd).await;

@@ -582,17 +582,24 @@ mod tests {
     #[test]
     fn text_past_the_response_cap_is_cut_on_a_character_boundary() {
         let mut a = limited(10, 100);
-        let p = a.push(&delta(json!({"content": "héllo"})).to_string()).unwrap();
+        let p = a
+            .push(&delta(json!({"content": "héllo"})).to_string())
+            .unwrap();
         assert_eq!(p, [Piece::Text("héllo".into())]);
         assert!(!a.cut());
         // 6 bytes used, 4 left: "wör" is 4 bytes.
-        let p = a.push(&delta(json!({"content": "wörld"})).to_string()).unwrap();
+        let p = a
+            .push(&delta(json!({"content": "wörld"})).to_string())
+            .unwrap();
         assert_eq!(p, [Piece::Text("wör".into())]);
         assert!(a.cut());
         let mut b = limited(8, 100);
         // 8 bytes: "hé" (3) + "ll" (2) + 3 left, where "öö" (4) splits.
-        b.push(&delta(json!({"content": "héll"})).to_string()).unwrap();
-        let p = b.push(&delta(json!({"content": "xöö"})).to_string()).unwrap();
+        b.push(&delta(json!({"content": "héll"})).to_string())
+            .unwrap();
+        let p = b
+            .push(&delta(json!({"content": "xöö"})).to_string())
+            .unwrap();
         assert_eq!(p, [Piece::Text("xö".into())]);
         assert!(a.cut());
         assert!(
@@ -636,7 +643,8 @@ mod tests {
             a.push(&call(Some(0), None, None, &"x".repeat(50)).to_string())
                 .unwrap();
         }
-        a.push(&call(Some(0), None, None, "\"}").to_string()).unwrap();
+        a.push(&call(Some(0), None, None, "\"}").to_string())
+            .unwrap();
         a.push(&call(Some(1), Some("small"), Some("read_file"), "{}").to_string())
             .unwrap();
         assert!(
@@ -663,10 +671,13 @@ mod tests {
         let big = "y".repeat(200);
         let r = {
             let mut a = limited(1 << 20, 100);
-            a.push(&json!({"choices": [{"message": {"tool_calls": [
+            a.push(
+                &json!({"choices": [{"message": {"tool_calls": [
                 {"id": "q", "type": "function", "function": {"name": "a", "arguments": {"k": big}}}
-            ]}, "finish_reason": "tool_calls"}]}).to_string())
-                .unwrap();
+            ]}, "finish_reason": "tool_calls"}]})
+                .to_string(),
+            )
+            .unwrap();
             a.finish()
         };
         assert_eq!(r.oversized.len(), 1);
@@ -679,7 +690,8 @@ mod tests {
         let mut a = limited(1 << 20, 10);
         a.push(&call(None, None, Some("a"), &"z".repeat(50)).to_string())
             .unwrap();
-        a.push(&call(None, None, Some("b"), "{}").to_string()).unwrap();
+        a.push(&call(None, None, Some("b"), "{}").to_string())
+            .unwrap();
         let r = a.finish();
         let names: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
@@ -697,7 +709,8 @@ mod tests {
             a.push(&empty.to_string()).unwrap();
             assert_eq!(a.progress(), 0, "{empty}");
         }
-        a.push(&delta(json!({"content": "hi"})).to_string()).unwrap();
+        a.push(&delta(json!({"content": "hi"})).to_string())
+            .unwrap();
         let after_text = a.progress();
         assert!(after_text > 0);
         let finish = json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}).to_string();

@@ -160,7 +160,13 @@ mod tests {
     fn the_refusal_names_the_tool_the_sizes_and_what_to_do() {
         let text = argument_too_large("write_file", 5 << 20, 1 << 20);
         assert!(text.starts_with("Error:"), "{text}");
-        assert!(text.contains("`write_file`") && text.contains("5 MB"), "{text}");
-        assert!(text.contains("1 MB") && text.contains("smaller calls"), "{text}");
+        assert!(
+            text.contains("`write_file`") && text.contains("5 MB"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 MB") && text.contains("smaller calls"),
+            "{text}"
+        );
     }
 }

@@ -500,7 +500,9 @@ impl ChatClient {
         )
         .await
         {
-            Ok(body) | Err(BodyError::TooLarge(body)) => String::from_utf8_lossy(&body).into_owned(),
+            Ok(body) | Err(BodyError::TooLarge(body)) => {
+                String::from_utf8_lossy(&body).into_owned()
+            }
             Err(_) => String::new(),
         }
     }
@@ -597,9 +599,7 @@ impl StreamDecoder {
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Piece>, ApiError> {
         self.parser.feed(bytes, &mut self.events);
         if self.parser.overflowed() {
-            return Err(ApiError::LineTooLong {
-                cap: self.line_cap,
-            });
+            return Err(ApiError::LineTooLong { cap: self.line_cap });
         }
         self.drain()
     }
@@ -623,9 +623,7 @@ impl StreamDecoder {
     pub fn finish(mut self) -> Result<(Vec<Piece>, ModelResponse), ApiError> {
         self.parser.finish(&mut self.events);
         if self.parser.overflowed() {
-            return Err(ApiError::LineTooLong {
-                cap: self.line_cap,
-            });
+            return Err(ApiError::LineTooLong { cap: self.line_cap });
         }
         let pieces = self.drain()?;
         if self.assembler.cut() {
@@ -833,6 +831,49 @@ mod tests {
             message: "nope".into(),
         };
         assert!(e.to_string().contains("AGENT_BASE_URL"));
+    }
+
+    #[test]
+    fn bound_errors_say_what_to_raise_and_only_broken_lines_are_retried() {
+        let cases = [
+            (
+                ApiError::ResponseTooLarge { cap: 4 << 20 },
+                "max_response_bytes",
+                false,
+            ),
+            (
+                ApiError::LineTooLong { cap: 16 << 20 },
+                "max_response_bytes",
+                true,
+            ),
+            (
+                ApiError::TimedOut {
+                    limit: REQUEST_TIMEOUT,
+                },
+                "request_timeout",
+                false,
+            ),
+        ];
+        for (error, setting, transient) in cases {
+            let text = error.to_string();
+            assert!(
+                text.contains(setting) && text.contains("models.rhai"),
+                "{text}"
+            );
+            assert_eq!(error.is_transient(), transient, "{text}");
+        }
+        assert!(
+            ApiError::ResponseTooLarge { cap: 4 << 20 }
+                .to_string()
+                .contains("passed 4 MB")
+        );
+        assert!(
+            ApiError::TimedOut {
+                limit: REQUEST_TIMEOUT
+            }
+            .to_string()
+            .contains("1800 s")
+        );
     }
 
     #[test]

@@ -312,6 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn the_bounds_reach_the_client_config() {
+        let script = compile(
+            MODELS,
+            "#{ client: #{ request_timeout: 5, max_response_bytes: 1000, max_tool_argument_bytes: 0 }, profiles: #{} }".into(),
+            Origin::User("models.rhai".into()),
+        )
+        .unwrap();
+        let models = parse(&script).unwrap();
+        let mut config = ClientConfig::new("http://x/v1", "m", None);
+        models.client.apply(&mut config);
+        assert_eq!(config.request_timeout, Duration::from_secs(5));
+        assert_eq!(config.limits.max_response_bytes, 1000);
+        assert_eq!(config.limits.max_tool_argument_bytes, 1, "never zero");
+        assert_eq!(config.idle_timeout, crate::client::IDLE_TIMEOUT);
+    }
+
+    #[test]
     fn misspelt_fields_are_reported() {
         let script = compile(
             MODELS,

@@ -84,7 +84,10 @@ pub fn client_config(base_url: &str) -> ClientConfig {
 
 /// An in-process agent with the built-in tools, working in `dirs.workspace`.
 pub fn agent_for(base_url: &str, dirs: &Dirs) -> Agent {
-    agent_with(ChatClient::new(client_config(base_url)).expect("client"), dirs)
+    agent_with(
+        ChatClient::new(client_config(base_url)).expect("client"),
+        dirs,
+    )
 }
 
 /// Like [`agent_for`], with a client configured by the test.
