@@ -571,7 +571,7 @@ async fn a_json_response_over_the_cap_is_cut_and_keeps_what_was_shown() {
 
 #[tokio::test]
 async fn an_overlong_line_is_reported_and_retried_not_dropped() {
-    // One data line over the 64 KB line cap (the floor, as 4 × 1000 bytes
+    // One data line over the 64 KB line cap (the floor, as 2 × 1000 bytes
     // is smaller), carrying a tool call: dropping it would lose the call.
     let big = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "run_shell", "arguments": format!("{{\"command\":\"echo {}\"}}", "z".repeat(70_000))}}]}}]});
     let overlong = vec![Chunk {
@@ -767,7 +767,7 @@ async fn one_shot_an_endless_stream_exits_3_within_the_default_cap_and_under_100
         "{err}"
     );
     let peak = peak_rss_kb(&err);
-    eprintln!("peak RSS of agent -p on an endless stream: {peak} KB");
+    eprintln!("peak RSS of agent -p on an endless text stream: {peak} KB");
     assert!(peak < 100 * 1024, "peak RSS {peak} KB");
     // The cut answer is in the transcript, marked, and nothing was lost.
     let sessions = dirs.data.join("sessions");
@@ -777,6 +777,53 @@ async fn one_shot_an_endless_stream_exits_3_within_the_default_cap_and_under_100
         .collect::<String>();
     assert!(transcript.contains("this answer was cut off here"));
     assert!(transcript.contains(&"w".repeat(4096)));
+}
+
+#[tokio::test]
+async fn one_shot_an_endless_tool_argument_exits_3_under_100_mb() {
+    // The arguments of one call never end: past 1 MB they are no longer
+    // kept, and at 4 MB the response is cut.
+    let opening = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "write_file", "arguments": "{\"path\":\"a\",\"content\":\""}}]}}]});
+    let more = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "v".repeat(1024)}}]}}]});
+    let server = MockServer::start(vec![Reply::Repeat {
+        head: chunks(&[opening]),
+        chunk: chunks(&[more]).remove(0),
+    }])
+    .await;
+    let dirs = Dirs::new();
+    let mut cmd = measured_agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "write a big file"]);
+    let out = output(cmd).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("passed 4 MB"), "{err}");
+    let peak = peak_rss_kb(&err);
+    eprintln!("peak RSS of agent -p on an endless tool argument: {peak} KB");
+    assert!(peak < 100 * 1024, "peak RSS {peak} KB");
+    assert!(!dirs.workspace.join("a").exists(), "nothing ran");
+}
+
+#[tokio::test]
+async fn one_shot_one_line_at_the_line_cap_stays_under_100_mb() {
+    // The most one line may hold at the default caps (8 MB), all of it
+    // text: the costliest single event there is.
+    let n = (8 << 20) - 200;
+    let line = json!({"choices": [{"index": 0, "delta": {"content": "x".repeat(n)}}]});
+    let server = MockServer::start(vec![Reply::Sse(vec![Chunk {
+        bytes: format!("data: {line}\n\n").into_bytes(),
+        delay: Duration::ZERO,
+    }])])
+    .await;
+    let dirs = Dirs::new();
+    let mut cmd = measured_agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "hello"]);
+    let out = output(cmd).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("passed 4 MB"), "{err}");
+    let peak = peak_rss_kb(&err);
+    eprintln!("peak RSS of agent -p on one 8 MB line: {peak} KB");
+    assert!(peak < 100 * 1024, "peak RSS {peak} KB");
 }
 
 #[tokio::test]

@@ -257,6 +257,9 @@ impl Assembler {
                 keep -= 1;
             }
             text.truncate(keep);
+            // The text came from a line up to the line cap: keep only
+            // what is kept.
+            text.shrink_to_fit();
             self.cut = true;
         }
         self.bytes += text.len();

@@ -134,7 +134,7 @@ pub enum ApiError {
     ResponseTooLarge { cap: usize },
     /// An SSE line (or event) longer than the reader accepts.
     #[error(
-        "the model's stream carried a line over {}, more than the reader accepts, so the event on it was lost and the request failed. Real chunks are a few KB, so the server is misbehaving; if it sends whole answers in one line, raise max_response_bytes in the client map of models.rhai (the line limit is 4 times it)",
+        "the model's stream carried a line over {}, more than the reader accepts, so the event on it was lost and the request failed. Real chunks are a few KB, so the server is misbehaving; if it sends whole answers in one line, raise max_response_bytes in the client map of models.rhai (the line limit is twice it)",
         bounds::format_bytes(*cap)
     )]
     LineTooLong { cap: usize },
@@ -842,7 +842,7 @@ mod tests {
                 false,
             ),
             (
-                ApiError::LineTooLong { cap: 16 << 20 },
+                ApiError::LineTooLong { cap: 8 << 20 },
                 "max_response_bytes",
                 true,
             ),
