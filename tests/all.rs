@@ -1,6 +1,7 @@
 //! The one integration test binary. Modules:
 //! - `common`: the scripted mock server (`common::mock`) and the harness.
-//! - `client`: the streaming client against the mock (shapes, errors, retries).
+//! - `client`: the streaming client against the mock (shapes, errors, retries,
+//!   and the bounds on what a server sends: caps, timeouts, peak memory).
 //! - `turn_loop`: the agent loop in-process: tool results reach the model,
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
