@@ -24,6 +24,7 @@ impl Agent {
     pub(super) async fn run_calls(
         &mut self,
         calls: &[ToolCall],
+        oversized: &[crate::client::OversizedCall],
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Vec<CallRecord> {
@@ -39,11 +40,16 @@ impl Agent {
                 .registry
                 .get(&call.name)
                 .is_some_and(|t| t.is_mutating());
+            let too_large = oversized.iter().find(|o| o.id == call.id);
             let (output, ran) = if cancel.is_cancelled() {
                 (
                     ToolOutput::failed(ErrorKind::Cancelled, messages::CANCELLED),
                     false,
                 )
+            } else if let Some(o) = too_large {
+                // Its arguments were not kept (client::bounds): refuse it.
+                let text = crate::client::argument_too_large(&o.name, o.bytes, o.cap);
+                (ToolOutput::failed(ErrorKind::InvalidArgs, text), false)
             } else if let Some((_, first_id, first)) = &duplicate {
                 let output = ToolOutput {
                     text: duplicate_call(first_id),

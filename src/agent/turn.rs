@@ -75,7 +75,8 @@ impl Agent {
             let records = if calls.is_empty() {
                 Vec::new()
             } else {
-                self.run_calls(&calls, sink, cancel).await
+                self.run_calls(&calls, &response.oversized, sink, cancel)
+                    .await
             };
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
@@ -279,6 +280,9 @@ impl Agent {
                     sink.emit(Event::TextDelta(t));
                 }
                 Piece::Reasoning(r) => sink.emit(Event::ReasoningDelta(r)),
+                // A retry starts the answer over: what was shown of the
+                // failed attempt is not part of it.
+                Piece::Restart => partial.clear(),
             };
             let mut on_notice = |n: String| sink.emit(Event::Notice(n));
             self.model
@@ -297,7 +301,18 @@ impl Agent {
                 }
                 return Ok(None);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // An answer cut by a client bound keeps what was shown, marked
+                // as cut, so the model learns of it (client::cut_note).
+                if let Some(note) = crate::client::cut_note(&e) {
+                    self.push(Message::Assistant {
+                        content: Some(partial + note.as_str()),
+                        tool_calls: Vec::new(),
+                        reasoning: None,
+                    });
+                }
+                return Err(e.into());
+            }
         };
         if let Some(usage) = response.usage {
             self.usage.add(usage);
