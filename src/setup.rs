@@ -374,6 +374,41 @@ impl Session {
         Ok(())
     }
 
+    /// What the banner and `agent check` say about this session.
+    pub fn facts(&self, agent: &Agent) -> Facts {
+        Facts {
+            workspace: self.settings.workspace.clone(),
+            model: self.settings.model.clone(),
+            endpoint: self.settings.base_url.clone(),
+            profile: self.profile.clone(),
+            key_source: self.settings.key_source.clone(),
+            key_needed: self.key_needed(),
+            sandbox: agent.runtime().sandbox.is_some(),
+        }
+    }
+
+    /// The variable a key is expected in, when the endpoint is not on
+    /// this machine and no key is set.
+    fn key_needed(&self) -> Option<String> {
+        if self.settings.api_key.is_some() || is_local(&self.settings.base_url) {
+            return None;
+        }
+        let profile_var = self
+            .host
+            .get(MODELS)
+            .and_then(|s| models::parse(s).ok())
+            .and_then(|m| {
+                self.profile
+                    .as_ref()
+                    .and_then(|p| m.profiles.get(p).map(|p| p.key_env.clone()))
+            })
+            .filter(|v| !v.is_empty());
+        Some(match profile_var {
+            Some(var) => format!("{var} or AGENT_API_KEY"),
+            None => "AGENT_API_KEY".to_string(),
+        })
+    }
+
     /// The session's "always" approvals.
     pub fn approvals(&self) -> &Approvals {
         &self.approvals
@@ -435,6 +470,63 @@ impl Session {
     }
 }
 
+/// What the person should know about a session at a glance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Facts {
+    pub workspace: PathBuf,
+    pub model: String,
+    pub endpoint: String,
+    pub profile: Option<String>,
+    /// Where the key came from; `None` when no key is set.
+    pub key_source: Option<String>,
+    /// Set when a key is missing for a remote endpoint: where to put one.
+    pub key_needed: Option<String>,
+    pub sandbox: bool,
+}
+
+/// Whether `base_url` points at this machine (a local server needs no key).
+pub fn is_local(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || ip
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// One line for `agent check`: the endpoint and model the agent would use
+/// after every override, and where its key comes from.
+pub fn describe_endpoint(
+    host: &ScriptHost,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: Option<&str>,
+) -> Result<String, String> {
+    let model = model_setup(host, overrides, env, profile)?;
+    let s = &model.settings;
+    let profile = model
+        .profile
+        .map(|p| format!(" (profile {p})"))
+        .unwrap_or_default();
+    let key = match (&s.key_source, is_local(&s.base_url)) {
+        (Some(var), _) => format!("key from {var}"),
+        (None, true) => "no key (a local server needs none)".to_string(),
+        (None, false) => {
+            "no key is set: requests will be refused; set AGENT_API_KEY or the profile's key_env"
+                .to_string()
+        }
+    };
+    Ok(format!(
+        "model {} at {}{profile}; {key}",
+        s.model, s.base_url
+    ))
+}
+
 /// The launcher for sandboxed commands (`exe`: this very binary), once the
 /// kernel has shown it enforces the sandbox; otherwise the one warning line
 /// to show.
@@ -452,6 +544,16 @@ pub fn sandbox_launcher(exe: std::io::Result<PathBuf>) -> Result<PathBuf, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_endpoints_need_no_key() {
+        assert!(is_local("http://localhost:11434/v1"));
+        assert!(is_local("http://127.0.0.1:8080/v1"));
+        assert!(is_local("http://[::1]:8080/v1"));
+        assert!(!is_local("https://api.deepseek.com/v1"));
+        assert!(!is_local("http://localhost.evil.test/v1"));
+        assert!(!is_local("not a url"));
+    }
 
     #[test]
     fn an_unusable_sandbox_is_one_warning_line() {

@@ -27,6 +27,12 @@ async fn a_prompt_is_answered_with_streamed_text() {
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
     tmux.wait_for("type a task").await;
+    // The banner names the model and says a local server needs no key.
+    let banner = tmux.wait_for("no key needed").await;
+    assert!(
+        banner.contains("mock-model at http://127.0.0.1:"),
+        "{banner}"
+    );
     tmux.line("say hello");
     tmux.wait_for("Hello from the mock model, streamed in pieces.")
         .await;

@@ -42,8 +42,16 @@ fn init_failed(settings: &Settings, style: Style, e: &std::io::Error) -> u8 {
     exit::USAGE
 }
 
-pub fn check(settings: &Settings, style: Style) -> u8 {
+/// `endpoint` is what the agent would talk to after every override.
+pub fn check(settings: &Settings, style: Style, endpoint: Result<String, String>) -> u8 {
     let mut failed = 0;
+    match &endpoint {
+        Ok(line) => report::out(&format!("{}  endpoint: {line}", style.green("ok"))),
+        Err(e) => {
+            failed += 1;
+            report::out(&format!("{}  endpoint: {e}", style.red("FAILED")));
+        }
+    }
     for result in script::check::check(&settings.config_dir) {
         match &result.result {
             Ok(summary) => report::out(&format!(

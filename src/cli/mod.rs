@@ -71,6 +71,11 @@ pub struct Cli {
     #[arg(long)]
     pub sandbox: bool,
 
+    /// The workspace (default: the git work tree holding the current
+    /// directory, else the current directory).
+    #[arg(short = 'C', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -160,6 +165,7 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
         base_url: cli.base_url.clone(),
         model: cli.model.clone(),
         sandbox: cli.sandbox,
+        workspace: cli.workspace.clone(),
     };
     let settings = match Settings::resolve(&overrides, &*env) {
         Ok(s) => s,
@@ -175,7 +181,12 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
 
     match cli.command {
         Some(Command::Init { force }) => return commands::init(&settings, style, force),
-        Some(Command::Check) => return commands::check(&settings, style),
+        Some(Command::Check) => {
+            let (host, _) = crate::script::ScriptHost::load(&settings.config_dir);
+            let endpoint =
+                crate::setup::describe_endpoint(&host, &overrides, &*env, cli.profile.as_deref());
+            return commands::check(&settings, style, endpoint);
+        }
         Some(Command::Replay { file }) => return commands::replay_file(&settings, style, &file),
         // Handled (and returned from) at the top.
         Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,

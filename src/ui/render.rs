@@ -85,6 +85,41 @@ pub fn turn_summary(usage: Usage, context: u64, window: Option<u64>) -> Option<S
     (!line.is_empty()).then_some(line)
 }
 
+/// The banner's second line: where the agent works and what it talks to.
+pub fn banner(style: Style, facts: &crate::setup::Facts) -> Vec<String> {
+    let profile = facts
+        .profile
+        .as_deref()
+        .map(|p| format!(" (profile {p})"))
+        .unwrap_or_default();
+    let key = match (&facts.key_source, &facts.key_needed) {
+        (Some(var), _) => format!("key from {var}"),
+        (None, Some(_)) => "no key".to_string(),
+        (None, None) => "no key needed".to_string(),
+    };
+    let sandbox = if facts.sandbox {
+        "sandbox on"
+    } else {
+        "sandbox off"
+    };
+    let mut lines = vec![style.dim(&format!(
+        "workspace {} · {} at {}{profile} · {key} · {sandbox}",
+        facts.workspace.display(),
+        facts.model,
+        facts.endpoint
+    ))];
+    if let Some(var) = &facts.key_needed {
+        lines.push(warning(
+            style,
+            &format!(
+                "no API key is set for {}; requests will be refused (401). Set {var}.",
+                facts.endpoint
+            ),
+        ));
+    }
+    lines
+}
+
 /// Longest first request shown in a session list.
 const MAX_LISTED_REQUEST: usize = 60;
 

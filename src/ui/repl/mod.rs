@@ -85,6 +85,9 @@ pub fn run(
         "agent {} — type a task, /help for commands, Ctrl+D to leave.",
         env!("CARGO_PKG_VERSION")
     );
+    for line in super::render::banner(sink.style(), &session.facts(agent)) {
+        eprintln!("{line}");
+    }
     if agent.history().len() > 1 {
         recap(agent, &sink);
     }
