@@ -366,3 +366,26 @@ async fn ctrl_c_on_an_open_approval_question_keeps_the_next_line() {
     assert_eq!(contents(&server, 1).last().unwrap(), "next message");
     server.assert_protocol();
 }
+
+#[tokio::test]
+async fn one_shot_in_a_terminal_streams_the_answer() {
+    use crate::common::mock::{chunks, done_after, text_events};
+    let dirs = Dirs::new();
+    let events = text_events("Streaming first. Then the rest.");
+    // Everything up to "Streaming first." at once, the rest much later.
+    let (head, tail) = events.split_at(5);
+    let mut stream = chunks(head);
+    let mut later = chunks(tail);
+    later[0].delay = std::time::Duration::from_secs(4);
+    stream.extend(later);
+    stream.push(done_after(std::time::Duration::ZERO));
+    let server = MockServer::start(vec![Reply::Sse(stream)]).await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &["-p", "stream please"], &[]);
+    // The first part is on the screen while the rest is still held back,
+    // so it was streamed, not printed at the end.
+    let screen = tmux.wait_for("Streaming first.").await;
+    assert!(!screen.contains("Then the rest."), "{screen}");
+    tmux.wait_for("Then the rest.").await;
+    let screen = tmux.wait_for("__EXITED__0").await;
+    assert_eq!(screen.matches("Then the rest.").count(), 1, "printed once: {screen}");
+}

@@ -32,9 +32,12 @@ pub async fn run(agent: &mut Agent, task: &str, how: OneShot, notes: &[Note]) ->
     } else {
         Answer::Unattended
     };
+    // In a terminal the answer streams as in the REPL, with the spinner on
+    // stderr; piped, stdout gets the final answer only, plain.
+    let live = std::io::stdout().is_terminal() && !how.json;
     let text_sink = Arc::new(TextSink::new(
         how.style,
-        false,
+        live,
         how.show_reasoning && std::io::stderr().is_terminal(),
         Approver::Fixed(answer),
     ));
@@ -87,7 +90,9 @@ pub async fn run(agent: &mut Agent, task: &str, how: OneShot, notes: &[Note]) ->
             json_sink.line(json!({"type": "error", "message": message, "exit_code": code}));
         }
     } else {
-        if let Some(text) = &final_text {
+        if let Some(text) = &final_text
+            && !live
+        {
             report::out(text.trim_end());
         }
         if let Some(message) = &error {
