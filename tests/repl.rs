@@ -387,5 +387,40 @@ async fn one_shot_in_a_terminal_streams_the_answer() {
     assert!(!screen.contains("Then the rest."), "{screen}");
     tmux.wait_for("Then the rest.").await;
     let screen = tmux.wait_for("__EXITED__0").await;
-    assert_eq!(screen.matches("Then the rest.").count(), 1, "printed once: {screen}");
+    assert_eq!(
+        screen.matches("Then the rest.").count(),
+        1,
+        "printed once: {screen}"
+    );
+}
+
+#[tokio::test]
+async fn a_running_tool_shows_its_time_and_then_its_output() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("s", "run_shell", r#"{"command":"sleep 3; echo all-done"}"#)],
+        ),
+        Reply::tools(
+            Shape::OpenAi,
+            &[("f", "run_shell", r#"{"command":"ls /no/such/dir"}"#)],
+        ),
+        Reply::text("Finished."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("run it");
+    // While it runs: what runs and for how long.
+    tmux.wait_for("running run_shell…").await;
+    // When it ends: a preview of what it printed.
+    tmux.wait_for("    all-done").await;
+    // A failure shows its first error line, not a section marker.
+    let screen = tmux.wait_for("✗ exit 2: ls: cannot access").await;
+    assert!(!screen.contains("✗ exit 2: [stderr]"), "{screen}");
+    tmux.wait_for("Finished.").await;
+    tmux.wait_for_n("›", 2).await;
+    tmux.line("/last");
+    tmux.wait_for("── run_shell ──").await;
 }

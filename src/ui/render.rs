@@ -54,6 +54,38 @@ pub fn tool_result(style: Style, output: &ToolOutput) -> String {
     }
 }
 
+/// Lines of a successful tool's output shown under it in the REPL.
+const PREVIEW_LINES: usize = 3;
+
+/// Longest preview line.
+const MAX_PREVIEW_LINE: usize = 120;
+
+/// A few lines of what a successful tool printed, indented, with how many
+/// more there are (`/last` shows all). Failures show their error line in
+/// [`tool_result`] instead.
+pub fn preview(output: &ToolOutput) -> Vec<String> {
+    if output.status != ToolStatus::Ok {
+        return Vec::new();
+    }
+    let lines: Vec<&str> = output
+        .text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("[exit code"))
+        .collect();
+    let mut shown: Vec<String> = lines
+        .iter()
+        .take(PREVIEW_LINES)
+        .map(|l| format!("    {}", text::shorten(l.trim_end(), MAX_PREVIEW_LINE)))
+        .collect();
+    if lines.len() > PREVIEW_LINES {
+        shown.push(format!(
+            "    … {} more lines (/last shows them)",
+            lines.len() - PREVIEW_LINES
+        ));
+    }
+    shown
+}
+
 /// A warning: one label, even when the text (a rendered script error)
 /// brings its own.
 pub fn warning(style: Style, text: &str) -> String {
@@ -186,6 +218,23 @@ mod tests {
             "  ✗ denied: Denied: the person refused"
         );
         assert_eq!(tool_result(PLAIN, &ToolOutput::ok("x")), "  ✓ ok");
+    }
+
+    #[test]
+    fn a_preview_is_a_few_lines_of_a_success() {
+        let out = ToolOutput::ok("one\n\ntwo\nthree\nfour\nfive\n");
+        assert_eq!(
+            preview(&out),
+            [
+                "    one",
+                "    two",
+                "    three",
+                "    … 2 more lines (/last shows them)"
+            ]
+        );
+        assert_eq!(preview(&ToolOutput::ok("done\n")), ["    done"]);
+        let failed = ToolOutput::failed(ErrorKind::Failed, "boom");
+        assert!(preview(&failed).is_empty());
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! The spinner shown on stderr while waiting for the model's first token.
+//! The spinner shown on stderr while waiting for the model's first token,
+//! and while a tool runs: a frame, what it waits for, and the seconds so
+//! far.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,7 +17,8 @@ pub struct Spinner {
 }
 
 impl Spinner {
-    pub fn start() -> Spinner {
+    /// Starts spinning with `label` ("waiting for the model").
+    pub fn start(label: String) -> Spinner {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -26,7 +29,7 @@ impl Spinner {
                     let mut e = std::io::stderr().lock();
                     let _ = write!(
                         e,
-                        "\r{} waiting for the model… {}s",
+                        "\r\x1b[2K{} {label}… {}s",
                         FRAMES[i % FRAMES.len()],
                         started.elapsed().as_secs()
                     );

@@ -37,6 +37,8 @@ struct TextState {
     streamed: bool,
     reasoning_open: bool,
     spinner: Option<Spinner>,
+    /// The last tool's name and whole output, for `/last`.
+    last_output: Option<(String, String)>,
 }
 
 pub struct TextSink {
@@ -120,6 +122,11 @@ impl TextSink {
         self.err(&render::warning(self.style, message));
     }
 
+    /// The last tool's name and whole output (for `/last`).
+    pub fn last_output(&self) -> Option<(String, String)> {
+        self.state.lock().ok().and_then(|s| s.last_output.clone())
+    }
+
     /// Prints a dim informational line on stderr.
     pub fn info(&self, message: &str) {
         self.quiet();
@@ -138,7 +145,7 @@ impl EventSink for TextSink {
         match event {
             Event::RequestStarted => {
                 if self.live && std::io::stderr().is_terminal() {
-                    state.spinner = Some(Spinner::start());
+                    state.spinner = Some(Spinner::start("waiting for the model".into()));
                 }
             }
             Event::TextDelta(t) => {
@@ -186,9 +193,18 @@ impl EventSink for TextSink {
                     self.style.cyan(&name),
                     render::summarize_input(&input)
                 ));
+                if self.live && std::io::stderr().is_terminal() {
+                    state.spinner = Some(Spinner::start(format!("running {name}")));
+                }
             }
-            Event::ToolResult { output, .. } => {
+            Event::ToolResult { name, output, .. } => {
                 self.err(&render::tool_result(self.style, &output));
+                if self.live {
+                    for line in render::preview(&output) {
+                        self.err(&self.style.dim(&line));
+                    }
+                }
+                state.last_output = Some((name, output.text));
             }
             Event::Usage(_) | Event::Budget { .. } => {}
             Event::Notice(n) => {

@@ -25,6 +25,8 @@ pub enum Input {
     Resume(Option<String>),
     /// `/sessions` lists the saved conversations of this workspace.
     Sessions,
+    /// `/last` shows the last tool's whole output.
+    Last,
     /// `/policy` lists the session's "always" approvals; `/policy revoke N`
     /// forgets one.
     Policy(Option<String>),
@@ -54,6 +56,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "/resume",
         "continue a saved conversation: /resume [ID|last]",
     ),
+    ("/last", "show the whole output of the last tool call"),
     (
         "/sessions",
         "list the saved conversations of this workspace",
@@ -85,6 +88,7 @@ pub fn parse(line: &str) -> Input {
         "/compact" => Input::Compact,
         "/resume" => Input::Resume(trimmed.split_whitespace().nth(1).map(str::to_string)),
         "/sessions" => Input::Sessions,
+        "/last" => Input::Last,
         "/policy" => Input::Policy(
             trimmed
                 .split_once(char::is_whitespace)

@@ -211,6 +211,13 @@ fn command(
             );
         }
         Input::Policy(arg) => policy(session, sink, arg.as_deref()),
+        Input::Last => match sink.last_output() {
+            Some((name, text)) => {
+                eprintln!("{}", sink.style().cyan(&format!("── {name} ──")));
+                eprintln!("{}", text.trim_end());
+            }
+            None => eprintln!("  no tool has run yet in this session"),
+        },
         Input::Sessions => {
             let sessions = crate::agent::transcript::list(
                 &session.data.sessions(),
