@@ -130,6 +130,9 @@ async fn history_persists_across_runs_and_multi_line_input_works() {
     let screen = tmux.wait_for("second line").await;
     assert!(screen.contains("first line"), "{screen}");
     tmux.press("C-c");
+    // The second Ctrl+C reaches the line editor only once it reads again.
+    tmux.wait_for("(Ctrl+C again to leave").await;
+    tmux.wait_for_n("›", 2).await;
     tmux.press("C-c");
     tmux.wait_for("__EXITED__0").await;
 }
@@ -423,4 +426,26 @@ async fn a_running_tool_shows_its_time_and_then_its_output() {
     tmux.wait_for_n("›", 2).await;
     tmux.line("/last");
     tmux.wait_for("── run_shell ──").await;
+}
+
+#[tokio::test]
+async fn an_answer_is_rendered_in_colour_and_plain_under_no_color() {
+    let answer = "# Plan\n- first **bold** item\n```rust\nfn main() {}\n```\nDone.";
+    for (no_color, rendered) in [("", true), ("1", false)] {
+        let dirs = Dirs::new();
+        let server = MockServer::start(vec![Reply::text(answer)]).await;
+        let tmux = Tmux::start(&dirs, &server.base_url, &[], &[("NO_COLOR", no_color)]);
+        tmux.wait_for("type a task").await;
+        tmux.line("plan it");
+        let screen = tmux.wait_for("Done.").await;
+        if rendered {
+            assert!(screen.contains("• first bold item"), "{screen}");
+            assert!(!screen.contains("**bold**"), "{screen}");
+            assert!(!screen.contains("# Plan"), "{screen}");
+            assert!(screen.contains("  fn main() {}"), "{screen}");
+        } else {
+            assert!(screen.contains("- first **bold** item"), "{screen}");
+            assert!(screen.contains("# Plan"), "{screen}");
+        }
+    }
 }

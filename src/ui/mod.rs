@@ -15,6 +15,7 @@
 
 pub mod demo;
 pub mod json_sink;
+pub mod markdown;
 pub mod render;
 pub mod repl;
 pub mod report;

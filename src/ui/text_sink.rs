@@ -5,6 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
+use super::markdown::Markdown;
 use super::spinner::Spinner;
 use super::{Style, render};
 use crate::protocol::{Answer, ApprovalAsk, Event, EventSink, Usage};
@@ -33,8 +34,10 @@ impl Approver {
 
 #[derive(Default)]
 struct TextState {
-    /// Answer text streamed to stdout on the current line (REPL mode).
-    streamed: bool,
+    /// Answer text on stdout's current line, not yet ended by a newline.
+    mid_line: bool,
+    /// The answer being streamed, rendered line by line.
+    markdown: Markdown,
     reasoning_open: bool,
     spinner: Option<Spinner>,
     /// The last tool's name and whole output, for `/last`.
@@ -53,13 +56,17 @@ pub struct TextSink {
 
 impl TextSink {
     pub fn new(style: Style, live: bool, show_reasoning: bool, approver: Approver) -> Self {
-        TextSink {
+        let sink = TextSink {
             style,
             live,
             show_reasoning,
             approver,
             state: Mutex::new(TextState::default()),
+        };
+        if let Ok(mut state) = sink.state.lock() {
+            state.markdown = sink.markdown();
         }
+        sink
     }
 
     fn err(&self, line: &str) {
@@ -67,7 +74,17 @@ impl TextSink {
         let _ = writeln!(e, "{line}");
     }
 
-    /// Ends a streamed line before something else is printed.
+    /// A renderer for the next answer: styled on a colour terminal.
+    fn markdown(&self) -> Markdown {
+        if self.style.color && std::io::stdout().is_terminal() {
+            Markdown::styled()
+        } else {
+            Markdown::plain()
+        }
+    }
+
+    /// Ends a streamed answer before something else is printed: its last
+    /// line rendered, and a newline unless it ended with one.
     fn close_stream(&self, state: &mut TextState) {
         if let Some(spinner) = state.spinner.take() {
             spinner.stop();
@@ -76,12 +93,17 @@ impl TextSink {
             state.reasoning_open = false;
             let _ = writeln!(std::io::stderr());
         }
-        if state.streamed {
-            state.streamed = false;
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out);
-            let _ = out.flush();
+        let rest = state.markdown.finish();
+        if !rest.is_empty() {
+            state.mid_line = true;
         }
+        if state.mid_line {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{rest}");
+            let _ = out.flush();
+            state.mid_line = false;
+        }
+        state.markdown = self.markdown();
     }
 
     /// Stops the spinner and ends a streamed line (the turn ended).
@@ -154,10 +176,13 @@ impl EventSink for TextSink {
                         state.reasoning_open = false;
                         let _ = writeln!(std::io::stderr());
                     }
+                    let shown = state.markdown.push(&t);
                     let mut out = std::io::stdout().lock();
-                    let _ = write!(out, "{t}");
+                    let _ = write!(out, "{shown}");
                     let _ = out.flush();
-                    state.streamed = true;
+                    if !shown.is_empty() {
+                        state.mid_line = !shown.ends_with('\n');
+                    }
                 }
             }
             Event::ReasoningDelta(r) => {
