@@ -164,7 +164,7 @@ impl ScriptTool {
             .call::<Dynamic>(engine(), &self.script.ast, (args,))
         {
             Ok(value) => match result_text(value) {
-                Ok(text) => ToolOutput::ok(text),
+                Ok(text) => ToolOutput::ok(cap_result(text, ctx.runtime.limits.output_cap)),
                 Err(e) => ToolOutput::failed(
                     ErrorKind::Failed,
                     format!(
@@ -187,6 +187,44 @@ impl ScriptTool {
             }
         }
     }
+}
+
+/// The line that replaces the middle of a script tool's result longer
+/// than the output cap, like a shell command's.
+pub fn result_cut_marker(omitted: usize, total: usize) -> String {
+    format!(
+        "\n[... {omitted} bytes omitted: the tool's result was {total} bytes, more than the output cap ...]\n"
+    )
+}
+
+/// Keeps a script tool's result within `cap` bytes, as the built-in tools'
+/// outputs are: the first quarter and the last three quarters of the cap,
+/// with [`result_cut_marker`] between (cut on character boundaries).
+pub fn cap_result(text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let floor = |mut i: usize| {
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let head_end = floor(cap / 4);
+    let tail_start = {
+        let mut i = text.len() - (cap - cap / 4);
+        while !text.is_char_boundary(i) {
+            i += 1;
+        }
+        i
+    };
+    let omitted = tail_start - head_end;
+    [
+        &text[..head_end],
+        &result_cut_marker(omitted, text.len()),
+        &text[tail_start..],
+    ]
+    .concat()
 }
 
 /// A handler's value as tool text: strings as they are, `()` as nothing,
