@@ -69,6 +69,7 @@ pub fn runtime(
         })
         .collect();
     runtime.set_extra_roots(&extra);
+    runtime.protect(&[settings.data_dir.clone(), settings.config_dir.clone()]);
     if let Some(key) = &settings.api_key {
         runtime.add_redaction(key);
     }

@@ -15,7 +15,6 @@
 
 pub mod context;
 pub mod transcript;
-pub mod workspace;
 
 use std::sync::Arc;
 
@@ -30,10 +29,10 @@ use crate::runtime::Runtime;
 use crate::tools::{Registry, ToolContext, messages};
 use crate::watchdog::mask::action_key;
 use crate::watchdog::replay::RunLog;
+use crate::watchdog::workspace::WorkspaceTracker;
 use crate::watchdog::{
     CallRecord, SUMMARISE_PROMPT, Settings, TurnRecord, Verdict, VerdictKind, Watchdog,
 };
-use workspace::WorkspaceTracker;
 
 /// How a turn ended, when it did not fail.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,6 +10,8 @@
 //! - [`fs`]: joining a path the model gave to the workspace, sizes, atomic
 //!   writes of the agent's own files.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
+//! - [`spill`]: spill files, created new in the agent's own 0700 dir and
+//!   capped on disk.
 //! - [`sandbox`]: Landlock confinement of shell commands' writes, through
 //!   the agent's own binary as a launcher.
 
@@ -18,6 +20,7 @@ pub mod fs;
 pub mod policy;
 pub mod process;
 pub mod sandbox;
+pub mod spill;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,6 +55,8 @@ pub struct Limits {
     pub inactivity_timeout: Duration,
     pub kill_grace: Duration,
     pub output_cap: usize,
+    /// Most bytes of one spill file on disk ([`spill::DEFAULT_SPILL_CAP`]).
+    pub spill_cap: u64,
 }
 
 impl Default for Limits {
@@ -62,6 +67,7 @@ impl Default for Limits {
             inactivity_timeout: DEFAULT_INACTIVITY_TIMEOUT,
             kill_grace: KILL_GRACE,
             output_cap: DEFAULT_OUTPUT_CAP,
+            spill_cap: spill::DEFAULT_SPILL_CAP,
         }
     }
 }
@@ -252,6 +258,7 @@ impl Runtime {
             output_cap: self.limits.output_cap,
             spill_dir: self.spill_dir.clone(),
             label: sanitize_label(label),
+            spill_cap: self.limits.spill_cap,
             sandbox: self.sandbox.clone(),
         }
     }

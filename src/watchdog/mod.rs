@@ -25,6 +25,7 @@
 pub mod mask;
 pub mod replay;
 pub mod rules;
+pub mod workspace;
 
 use std::collections::{HashMap, HashSet};
 

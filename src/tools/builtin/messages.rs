@@ -232,6 +232,15 @@ pub fn shell_spilled(stream: &str, total_bytes: u64, file: &str) -> String {
     )
 }
 
+/// A stream so large that the spill cap dropped the middle of its file too.
+pub fn shell_spilled_capped(stream: &str, total_bytes: u64, file: &str, dropped: u64) -> String {
+    format!(
+        "[{stream} was {} and was cut in the middle; {file} keeps its start and end ({} of the middle passed the spill cap and were dropped): read parts with read_file (offset/limit) or search it with grep]",
+        human_size(total_bytes),
+        human_size(dropped)
+    )
+}
+
 pub fn shell_exit_code(code: i32) -> String {
     format!("[exit code: {code}]")
 }
