@@ -5,10 +5,12 @@
 //! It runs no program: an earlier version asked `git status`, which runs
 //! whatever `core.fsmonitor` in the workspace's `.git/config` names,
 //! outside the sandbox and with the agent's environment. Instead the tree
-//! is walked with the `ignore` crate (so `.gitignore`d output such as a
-//! huge `target/` costs nothing, and `.git` is skipped), each file's size,
-//! mtime and inode are compared with the last walk, and only files whose
-//! metadata moved are hashed again. The identifier combines every file's
+//! is walked with the `ignore` crate's rules (so `.gitignore`d output such
+//! as a huge `target/` costs nothing, and `.git` is skipped). A directory
+//! is listed again only when its own metadata moved (an entry was added,
+//! removed or renamed); every listed file is stat'ed, and hashed again
+//! only when its size, mtime, ctime or inode moved. A changed `.gitignore`
+//! makes the next walk list everything again. The identifier combines every file's
 //! path and content hash, plus the files the agent's write tools touched
 //! outside the walk. So a write that changes content gives a new id,
 //! writing the old content back gives the earlier id, and an untracked new
@@ -19,10 +21,14 @@
 //! size and mtime until its metadata moves again.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 /// Bytes of one file that are hashed; a bigger file is identified by its
 /// size and its first bytes.
@@ -70,12 +76,41 @@ impl Seen {
     }
 }
 
+/// A directory's own metadata: it moves when entries are added, removed
+/// or renamed, so an unmoved directory keeps its listing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    mtime_ns: i64,
+    ctime_ns: i64,
+    ino: u64,
+}
+
+/// One file of a directory listing, with what it adds to the identifier.
+#[derive(Debug)]
+struct FileSlot {
+    name: OsString,
+    seen: Option<Seen>,
+    contribution: u64,
+}
+
+/// What the last walk knew of one directory: its stamp and its entries
+/// that `.gitignore` and friends do not exclude.
+#[derive(Debug)]
+struct DirState {
+    stamp: Stamp,
+    files: Vec<FileSlot>,
+    subdirs: Vec<OsString>,
+}
+
+/// Names whose change changes which files are ignored.
+const IGNORE_FILES: &[&str] = &[".gitignore", ".ignore"];
+
 /// Tracks the workspace state of one session.
 #[derive(Debug)]
 pub struct WorkspaceTracker {
     root: PathBuf,
-    /// Every file of the last walk, by path relative to the root.
-    files: HashMap<PathBuf, Seen>,
+    /// Every directory of the last walk, by path relative to the root.
+    dirs: HashMap<PathBuf, DirState>,
     /// Content hashes of files the agent's write tools touched.
     touched: BTreeMap<PathBuf, u64>,
     /// Each touched file's hash before the agent first wrote it, so a file
@@ -91,7 +126,7 @@ impl WorkspaceTracker {
         WorkspaceTracker {
             root,
             last_walk_ns: 0,
-            files: HashMap::new(),
+            dirs: HashMap::new(),
             touched: BTreeMap::new(),
             original: BTreeMap::new(),
             current: None,
@@ -141,18 +176,26 @@ impl WorkspaceTracker {
     }
 
     fn refresh(&mut self) -> String {
-        self.walk();
+        if self.walk() {
+            // An ignore file changed: which files count may have changed
+            // anywhere below it, so every listing is read again.
+            self.dirs.clear();
+            self.walk();
+        }
         // Order-independent: a sum of per-file hashes, so no sorting.
         let mut sum: u64 = 0;
-        for (path, seen) in &self.files {
-            let mut h = DefaultHasher::new();
-            path.hash(&mut h);
-            seen.identity().hash(&mut h);
-            sum = sum.wrapping_add(h.finish());
+        let mut count: u64 = 0;
+        for state in self.dirs.values() {
+            for slot in &state.files {
+                if slot.seen.is_some() {
+                    sum = sum.wrapping_add(slot.contribution);
+                    count += 1;
+                }
+            }
         }
         let mut h = DefaultHasher::new();
         sum.hash(&mut h);
-        self.files.len().hash(&mut h);
+        count.hash(&mut h);
         // Files back at their original content do not count.
         self.touched
             .iter()
@@ -163,14 +206,92 @@ impl WorkspaceTracker {
         id
     }
 
-    /// Walks the tree and updates [`WorkspaceTracker::files`], hashing the
-    /// files whose metadata moved, within the budget.
-    fn walk(&mut self) {
+    /// Walks the tree: each directory is stat'ed, and listed again (with
+    /// the ignore rules) only when it moved; each listed file is stat'ed,
+    /// and hashed again only when its metadata moved, within the budget.
+    /// Returns whether an ignore file changed.
+    fn walk(&mut self) -> bool {
         let mut budget = MAX_HASH_BYTES_PER_CALL;
         let racy_after = self.last_walk_ns - RACY_SLACK_NS;
         self.last_walk_ns = now_ns();
-        let mut next: HashMap<PathBuf, Seen> = HashMap::with_capacity(self.files.len());
-        let walker = ignore::WalkBuilder::new(&self.root)
+        let Ok(root) = rustix::fs::open(
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            self.dirs.clear();
+            return false;
+        };
+        let mut ignore_changed = false;
+        let first = self.dirs.is_empty();
+        let mut walked = 0usize;
+        let mut next: HashMap<PathBuf, DirState> = HashMap::with_capacity(self.dirs.len());
+        let mut queue = vec![PathBuf::new()];
+        while let Some(rel) = queue.pop() {
+            let fd = if rel.as_os_str().is_empty() {
+                root.try_clone().ok()
+            } else {
+                rustix::fs::openat(
+                    &root,
+                    &rel,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()
+            };
+            let Some(fd) = fd else { continue };
+            let Ok(st) = rustix::fs::fstat(&fd) else {
+                continue;
+            };
+            let stamp = Stamp {
+                mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+                ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64,
+                ino: st.st_ino,
+            };
+            let old = self.dirs.remove(&rel);
+            let mut state = match old {
+                Some(state) if state.stamp == stamp && stamp.mtime_ns < racy_after => state,
+                old => {
+                    let (state, removed_ignore) = self.list(&rel, stamp, old);
+                    ignore_changed |= removed_ignore;
+                    state
+                }
+            };
+            for slot in &mut state.files {
+                if walked >= MAX_WALKED_FILES {
+                    slot.seen = None;
+                    continue;
+                }
+                walked += 1;
+                let before = slot.seen;
+                slot.seen = look(&fd, slot, racy_after, &mut budget);
+                if slot.seen != before {
+                    slot.contribution = contribution(&rel, slot);
+                    let name = slot.name.to_str().unwrap_or_default();
+                    if !first && IGNORE_FILES.contains(&name) {
+                        ignore_changed = true;
+                    }
+                }
+            }
+            queue.extend(state.subdirs.iter().map(|d| rel.join(d)));
+            next.insert(rel, state);
+        }
+        self.dirs = next;
+        ignore_changed
+    }
+
+    /// Lists a directory that is new or moved: its files and subdirectories
+    /// that the ignore rules keep (`.git` skipped), reusing what is known
+    /// of files that were there before. Also says whether an ignore file
+    /// that was there is gone.
+    fn list(&self, rel: &Path, stamp: Stamp, old: Option<DirState>) -> (DirState, bool) {
+        let mut known: HashMap<OsString, FileSlot> = old
+            .map(|o| o.files.into_iter().map(|f| (f.name.clone(), f)).collect())
+            .unwrap_or_default();
+        let mut files = Vec::new();
+        let mut subdirs = Vec::new();
+        let walker = ignore::WalkBuilder::new(self.root.join(rel))
+            .max_depth(Some(1))
             .hidden(false)
             .parents(true)
             .ignore(true)
@@ -182,40 +303,89 @@ impl WorkspaceTracker {
             .filter_entry(|e| e.file_name() != ".git")
             .build();
         for entry in walker.flatten() {
-            if next.len() >= MAX_WALKED_FILES {
-                break;
-            }
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
+            if entry.depth() == 0 {
                 continue;
             }
-            let Ok(meta) = entry.metadata() else { continue };
-            let Ok(rel) = entry.path().strip_prefix(&self.root) else {
-                continue;
-            };
-            let mut seen = Seen {
-                size: meta.len(),
-                mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-                ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-                ino: meta.ino(),
-                hash: None,
-            };
-            match self.files.get(rel) {
-                Some(old) if old.same_metadata(&seen) && seen.mtime_ns < racy_after => {
-                    seen.hash = old.hash;
-                }
-                // Identified by metadata already: stays so until it moves.
-                Some(old) if old.same_metadata(&seen) && old.hash.is_none() => {}
-                _ => {
-                    let cost = seen.size.min(MAX_HASHED_FILE_BYTES);
-                    if cost <= budget {
-                        budget -= cost;
-                        seen.hash = Some(hash_file(entry.path()));
-                    }
-                }
+            let name = entry.file_name().to_os_string();
+            match entry.file_type() {
+                Some(t) if t.is_dir() => subdirs.push(name),
+                Some(t) if t.is_file() => files.push(known.remove(&name).unwrap_or(FileSlot {
+                    name,
+                    seen: None,
+                    contribution: 0,
+                })),
+                _ => {}
             }
-            next.insert(rel.to_path_buf(), seen);
         }
-        self.files = next;
+        let removed_ignore = known
+            .keys()
+            .any(|name| IGNORE_FILES.contains(&name.to_str().unwrap_or_default()));
+        (
+            DirState {
+                stamp,
+                files,
+                subdirs,
+            },
+            removed_ignore,
+        )
+    }
+}
+
+/// A file's metadata, and its content hash when it moved (within the
+/// budget). `None` when it is gone or not a regular file any more.
+fn look(dir: &OwnedFd, slot: &FileSlot, racy_after: i64, budget: &mut u64) -> Option<Seen> {
+    let st = rustix::fs::statat(dir, slot.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let mut seen = Seen {
+        size: u64::try_from(st.st_size).unwrap_or(0),
+        mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+        ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64,
+        ino: st.st_ino,
+        hash: None,
+    };
+    match slot.seen {
+        Some(old) if old.same_metadata(&seen) && seen.mtime_ns < racy_after => {
+            seen.hash = old.hash;
+        }
+        // Identified by metadata already: stays so until it moves.
+        Some(old) if old.same_metadata(&seen) && old.hash.is_none() => {}
+        _ => {
+            let cost = seen.size.min(MAX_HASHED_FILE_BYTES);
+            if cost <= *budget {
+                *budget -= cost;
+                seen.hash = Some(hash_at(dir, &slot.name));
+            }
+        }
+    }
+    Some(seen)
+}
+
+/// What one file adds to the identifier: its path and content (or
+/// metadata, past the budget).
+fn contribution(dir: &Path, slot: &FileSlot) -> u64 {
+    let mut h = DefaultHasher::new();
+    dir.join(&slot.name).hash(&mut h);
+    slot.seen.map(|s| s.identity()).hash(&mut h);
+    h.finish()
+}
+
+/// [`hash_file`] of `name` in `dir`, opened without following a link or
+/// blocking on a FIFO.
+fn hash_at(dir: &OwnedFd, name: &OsStr) -> u64 {
+    match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => hash_open(File::from(fd)),
+        Err(_) => {
+            let mut h = DefaultHasher::new();
+            "missing".hash(&mut h);
+            h.finish()
+        }
     }
 }
 
@@ -229,28 +399,35 @@ fn now_ns() -> i64 {
 /// A hash of a file's size and its first [`MAX_HASHED_FILE_BYTES`] bytes.
 /// Opened without blocking on a FIFO planted in the tree.
 fn hash_file(path: &Path) -> u64 {
-    use std::os::unix::fs::OpenOptionsExt;
+    match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => hash_open(File::from(fd)),
+        Err(_) => {
+            let mut h = DefaultHasher::new();
+            "missing".hash(&mut h);
+            h.finish()
+        }
+    }
+}
+
+fn hash_open(file: File) -> u64 {
     let mut h = DefaultHasher::new();
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0))
-        .open(path);
-    match opened {
-        Ok(file) => match file.metadata() {
-            Ok(meta) if meta.is_file() => {
-                meta.len().hash(&mut h);
-                let mut buf = Vec::new();
-                if file
-                    .take(MAX_HASHED_FILE_BYTES)
-                    .read_to_end(&mut buf)
-                    .is_ok()
-                {
-                    buf.hash(&mut h);
-                }
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => {
+            meta.len().hash(&mut h);
+            let mut buf = Vec::new();
+            if file
+                .take(MAX_HASHED_FILE_BYTES)
+                .read_to_end(&mut buf)
+                .is_ok()
+            {
+                buf.hash(&mut h);
             }
-            _ => "not a regular file".hash(&mut h),
-        },
-        Err(_) => "missing".hash(&mut h),
+        }
+        _ => "not a regular file".hash(&mut h),
     }
     h.finish()
 }
@@ -328,6 +505,23 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_gitignore_changes_what_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("out/deep")).unwrap();
+        std::fs::write(dir.path().join("out/deep/gen.txt"), "a").unwrap();
+        let mut ws = WorkspaceTracker::new(dir.path().to_path_buf());
+        let with_out = ws.current();
+        std::fs::write(dir.path().join(".gitignore"), "out/\n").unwrap();
+        let ignored = ws.after_call(None);
+        assert_ne!(with_out, ignored);
+        // Now ignored: changes below it do not count.
+        std::fs::write(dir.path().join("out/deep/gen.txt"), "bb").unwrap();
+        assert_eq!(ws.after_call(None), ignored);
+        std::fs::remove_file(dir.path().join(".gitignore")).unwrap();
+        assert_ne!(ws.after_call(None), ignored);
+    }
+
+    #[test]
     fn no_git_runs_even_with_an_fsmonitor_configured() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
@@ -353,7 +547,12 @@ mod tests {
         }
         let mut ws = WorkspaceTracker::new(dir.path().to_path_buf());
         let first = ws.current();
-        let unhashed = ws.files.values().filter(|s| s.hash.is_none()).count();
+        let unhashed = ws
+            .dirs
+            .values()
+            .flat_map(|d| &d.files)
+            .filter(|f| f.seen.is_some_and(|s| s.hash.is_none()))
+            .count();
         assert_eq!(unhashed, 3);
         // Unchanged metadata: nothing is hashed again, the id is stable.
         assert_eq!(ws.after_call(None), first);
