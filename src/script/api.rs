@@ -371,3 +371,34 @@ fn json_stringify(value: Dynamic) -> Res<ImmutableString> {
 pub fn to_json(value: &Dynamic) -> Res<serde_json::Value> {
     rhai::serde::from_dynamic::<serde_json::Value>(&value.flatten_clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(text: &str, offset: u64, limit: u64, cap: usize) -> (String, Option<u64>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, text).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let (bytes, next) = read_lines(file, offset, limit, cap).unwrap();
+        (String::from_utf8(bytes).unwrap(), next)
+    }
+
+    #[test]
+    fn read_lines_stops_at_the_line_and_byte_limits() {
+        assert_eq!(lines_of("a\nb\nc", 1, 10, 100), ("a\nb\nc".into(), None));
+        assert_eq!(lines_of("a\nb\nc\n", 2, 1, 100), ("b\n".into(), Some(3)));
+        assert_eq!(lines_of("a\nb\n", 5, 1, 100), (String::new(), None));
+        // The byte cap ends the window on a line boundary.
+        assert_eq!(
+            lines_of("aaaa\nbbbb\ncccc\n", 1, 10, 12),
+            ("aaaa\nbbbb\n".into(), Some(3))
+        );
+        // One line longer than the cap: its start.
+        assert_eq!(
+            lines_of(&"x".repeat(50), 1, 10, 8),
+            ("x".repeat(8), Some(2))
+        );
+    }
+}

@@ -274,3 +274,26 @@ impl Tool for ScriptTool {
         })
     }
 }
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    #[test]
+    fn long_results_keep_head_and_tail_with_a_marker() {
+        assert_eq!(cap_result("short".into(), 1000), "short");
+        let text = format!("{}{}", "h".repeat(5000), "t".repeat(5000));
+        let capped = cap_result(text, 4000);
+        assert!(capped.starts_with(&"h".repeat(1000)));
+        assert!(capped.ends_with(&"t".repeat(3000)));
+        assert!(
+            capped.contains(&result_cut_marker(6000, 10_000)),
+            "{}",
+            &capped[990..1100]
+        );
+        // Character boundaries are respected.
+        let wide = "é".repeat(3000);
+        let capped = cap_result(wide, 1001);
+        assert!(capped.contains("bytes omitted"));
+    }
+}

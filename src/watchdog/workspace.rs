@@ -9,8 +9,12 @@
 //! as a huge `target/` costs nothing, and `.git` is skipped). A directory
 //! is listed again only when its own metadata moved (an entry was added,
 //! removed or renamed); every listed file is stat'ed, and hashed again
-//! only when its size, mtime, ctime or inode moved. A changed `.gitignore`
-//! makes the next walk list everything again. The identifier combines every file's
+//! only when its size, mtime, ctime or inode moved. After the first walk
+//! every listed directory is watched with inotify, so a later call looks
+//! only at the directories and files the kernel reported changing (and
+//! falls back to stat'ing everything when the report queue overflowed or
+//! the watch limit was reached). A changed `.gitignore` makes the next
+//! walk list everything again. The identifier combines every file's
 //! path and content hash, plus the files the agent's write tools touched
 //! outside the walk. So a write that changes content gives a new id,
 //! writing the old content back gives the earlier id, and an untracked new
@@ -28,7 +32,11 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStrExt;
+
+use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 /// Bytes of one file that are hashed; a bigger file is identified by its
 /// size and its first bytes.
@@ -105,6 +113,60 @@ struct DirState {
 /// Names whose change changes which files are ignored.
 const IGNORE_FILES: &[&str] = &[".gitignore", ".ignore"];
 
+fn is_ignore_file(name: &OsStr) -> bool {
+    IGNORE_FILES.contains(&name.to_str().unwrap_or_default())
+}
+
+/// Bytes read from the inotify descriptor at a time.
+const WATCH_READ_BYTES: usize = 64 * 1024;
+
+/// The kernel's change reports (inotify) for every walked directory, so a
+/// call stats only what changed instead of every file.
+#[derive(Debug)]
+struct Watch {
+    fd: OwnedFd,
+    /// Watch descriptor → directory, relative to the root.
+    dirs: HashMap<i32, PathBuf>,
+}
+
+/// Directories whose entries changed and files whose content or metadata
+/// changed, as reported.
+#[derive(Debug, Default)]
+struct Changes {
+    dirs: std::collections::HashSet<PathBuf>,
+    files: std::collections::HashSet<(PathBuf, OsString)>,
+}
+
+fn open_dir(path: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// A directory beneath the root, opened, and its stamp.
+fn dir_at(root: &OwnedFd, rel: &Path) -> Option<(OwnedFd, Stamp)> {
+    let fd = if rel.as_os_str().is_empty() {
+        root.try_clone().ok()?
+    } else {
+        rustix::fs::openat(
+            root,
+            rel,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?
+    };
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let stamp = Stamp {
+        mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+        ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64,
+        ino: st.st_ino,
+    };
+    Some((fd, stamp))
+}
+
 /// Tracks the workspace state of one session.
 #[derive(Debug)]
 pub struct WorkspaceTracker {
@@ -119,6 +181,8 @@ pub struct WorkspaceTracker {
     current: Option<String>,
     /// When the previous walk started (ns since 1970).
     last_walk_ns: i64,
+    /// The kernel's change reports, while they can be trusted.
+    watch: Option<Watch>,
 }
 
 impl WorkspaceTracker {
@@ -126,6 +190,7 @@ impl WorkspaceTracker {
         WorkspaceTracker {
             root,
             last_walk_ns: 0,
+            watch: None,
             dirs: HashMap::new(),
             touched: BTreeMap::new(),
             original: BTreeMap::new(),
@@ -211,6 +276,175 @@ impl WorkspaceTracker {
     /// and hashed again only when its metadata moved, within the budget.
     /// Returns whether an ignore file changed.
     fn walk(&mut self) -> bool {
+        if !self.dirs.is_empty() {
+            if let Some(changes) = self.watched_changes() {
+                return self.apply(changes);
+            }
+        }
+        self.full_walk()
+    }
+
+    /// What the kernel reported changing since the last walk, or `None`
+    /// when it cannot tell (no watch, or its queue overflowed): then every
+    /// file is stat'ed.
+    fn watched_changes(&mut self) -> Option<Changes> {
+        let watch = self.watch.as_mut()?;
+        let mut changes = Changes::default();
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); WATCH_READ_BYTES];
+        let mut reader = inotify::Reader::new(&watch.fd, &mut buf);
+        loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => continue,
+                Err(_) => return None,
+            };
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                return None;
+            }
+            let Some(dir) = watch.dirs.get(&event.wd()) else {
+                continue;
+            };
+            let name = event
+                .file_name()
+                .map(|n| OsStr::from_bytes(n.to_bytes()).to_os_string());
+            let structural =
+                ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO;
+            if flags.intersects(structural) {
+                changes.dirs.insert(dir.clone());
+            } else if let Some(name) = name {
+                changes.files.insert((dir.clone(), name));
+            }
+        }
+        Some(changes)
+    }
+
+    /// Updates the listings of the directories and the files the kernel
+    /// reported. Returns whether an ignore file changed.
+    fn apply(&mut self, changes: Changes) -> bool {
+        let mut budget = MAX_HASH_BYTES_PER_CALL;
+        self.last_walk_ns = now_ns();
+        let Ok(root) = open_dir(&self.root) else {
+            self.dirs.clear();
+            return false;
+        };
+        for dir in &changes.dirs {
+            let Some(old) = self.dirs.remove(dir) else {
+                continue;
+            };
+            let Some((fd, stamp)) = dir_at(&root, dir) else {
+                self.forget_below(dir);
+                continue;
+            };
+            let old_subdirs = old.subdirs.clone();
+            let (mut state, removed_ignore) = self.list(dir, stamp, Some(old));
+            if removed_ignore {
+                return true;
+            }
+            for slot in &mut state.files {
+                let before = slot.seen;
+                slot.seen = look(&fd, slot, i64::MAX, &mut budget);
+                if slot.seen != before {
+                    slot.contribution = contribution(dir, slot);
+                    if before.is_none() && is_ignore_file(&slot.name) {
+                        return true;
+                    }
+                }
+            }
+            for gone in old_subdirs.iter().filter(|d| !state.subdirs.contains(d)) {
+                self.forget_below(&dir.join(gone));
+            }
+            let fresh: Vec<PathBuf> = state
+                .subdirs
+                .iter()
+                .filter(|d| !old_subdirs.contains(d))
+                .map(|d| dir.join(d))
+                .collect();
+            self.dirs.insert(dir.clone(), state);
+            for sub in fresh {
+                self.walk_from(&root, sub, i64::MAX, &mut budget);
+            }
+        }
+        for (dir, name) in &changes.files {
+            let Some(state) = self.dirs.get_mut(dir) else {
+                continue;
+            };
+            let Some(slot) = state.files.iter_mut().find(|f| &f.name == name) else {
+                continue;
+            };
+            let Some((fd, _)) = dir_at(&root, dir) else {
+                continue;
+            };
+            let before = slot.seen;
+            // Reported as changed: hashed again whatever its metadata says.
+            slot.seen = look(&fd, slot, i64::MIN, &mut budget);
+            if slot.seen != before {
+                slot.contribution = contribution(dir, slot);
+                if is_ignore_file(&slot.name) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Drops a directory and everything below it from the listings.
+    fn forget_below(&mut self, dir: &Path) {
+        self.dirs.retain(|d, _| !d.starts_with(dir));
+    }
+
+    /// Walks a directory that appeared (and what is below it) into the
+    /// listings, watching each.
+    fn walk_from(&mut self, root: &OwnedFd, start: PathBuf, racy_after: i64, budget: &mut u64) {
+        let mut queue = vec![start];
+        while let Some(rel) = queue.pop() {
+            let Some((fd, stamp)) = dir_at(root, &rel) else {
+                continue;
+            };
+            let (mut state, _) = self.list(&rel, stamp, None);
+            for slot in &mut state.files {
+                slot.seen = look(&fd, slot, racy_after, budget);
+                slot.contribution = contribution(&rel, slot);
+            }
+            self.add_watch(&rel);
+            queue.extend(state.subdirs.iter().map(|d| rel.join(d)));
+            self.dirs.insert(rel, state);
+        }
+    }
+
+    /// Starts watching a directory; on failure (the watch limit) watching
+    /// stops and every walk stats every file again.
+    fn add_watch(&mut self, rel: &Path) {
+        let Some(watch) = self.watch.as_mut() else {
+            return;
+        };
+        let mask = WatchFlags::MODIFY
+            | WatchFlags::ATTRIB
+            | WatchFlags::CLOSE_WRITE
+            | WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::DONT_FOLLOW
+            | WatchFlags::ONLYDIR;
+        match inotify::add_watch(&watch.fd, self.root.join(rel), mask) {
+            Ok(wd) => {
+                watch.dirs.insert(wd, rel.to_path_buf());
+            }
+            Err(_) => self.watch = None,
+        }
+    }
+
+    /// Stats every listed file (the first walk, and whenever the kernel's
+    /// reports cannot be trusted), and starts watching every directory.
+    fn full_walk(&mut self) -> bool {
+        self.watch = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
+            .ok()
+            .map(|fd| Watch {
+                fd,
+                dirs: HashMap::new(),
+            });
         let mut budget = MAX_HASH_BYTES_PER_CALL;
         let racy_after = self.last_walk_ns - RACY_SLACK_NS;
         self.last_walk_ns = now_ns();
@@ -274,6 +508,7 @@ impl WorkspaceTracker {
                 }
             }
             queue.extend(state.subdirs.iter().map(|d| rel.join(d)));
+            self.add_watch(&rel);
             next.insert(rel, state);
         }
         self.dirs = next;
@@ -502,6 +737,27 @@ mod tests {
         std::fs::create_dir_all(dir.path().join(".git")).unwrap();
         std::fs::write(dir.path().join(".git/index"), "i").unwrap();
         assert_eq!(ws.after_call(None), before);
+    }
+
+    #[test]
+    fn new_and_removed_directories_and_quick_same_size_edits_are_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ws = WorkspaceTracker::new(dir.path().to_path_buf());
+        let start = ws.current();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/f.txt"), "one").unwrap();
+        let with_tree = ws.after_call(None);
+        assert_ne!(with_tree, start);
+        // Same size, written at once: only the content differs.
+        for round in 0..20 {
+            std::fs::write(dir.path().join("a/b/f.txt"), "two").unwrap();
+            let two = ws.after_call(None);
+            assert_ne!(two, with_tree, "round {round}");
+            std::fs::write(dir.path().join("a/b/f.txt"), "one").unwrap();
+            assert_eq!(ws.after_call(None), with_tree, "round {round}");
+        }
+        std::fs::remove_dir_all(dir.path().join("a")).unwrap();
+        assert_eq!(ws.after_call(None), start);
     }
 
     #[test]
