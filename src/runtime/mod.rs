@@ -162,7 +162,7 @@ impl Runtime {
         self.roots = [&self.workspace, &self.spill_dir]
             .into_iter()
             .chain(extra.iter())
-            .map(|p| beneath::Root::new(p))
+            .map(|p| beneath::Root::new(p.as_path()))
             .collect();
     }
 

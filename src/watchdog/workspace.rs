@@ -276,10 +276,10 @@ impl WorkspaceTracker {
     /// and hashed again only when its metadata moved, within the budget.
     /// Returns whether an ignore file changed.
     fn walk(&mut self) -> bool {
-        if !self.dirs.is_empty() {
-            if let Some(changes) = self.watched_changes() {
-                return self.apply(changes);
-            }
+        if !self.dirs.is_empty()
+            && let Some(changes) = self.watched_changes()
+        {
+            return self.apply(changes);
         }
         self.full_walk()
     }
