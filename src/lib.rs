@@ -6,9 +6,9 @@
 //! | | [`text`] | char-safe cutting of strings, one-line forms |
 //! | | [`config`] | settings from `AGENT_*` variables and flags; config and data dirs |
 //! | | [`data_dir`] | the paths of sessions, run logs, spilled outputs and history |
-//! | | [`prompt`] | the facts the system prompt is built from, and `AGENTS.md` |
 //! | machine | [`client`] | the OpenAI-compatible streaming client; the `RequestOptions` trait |
 //! | | [`runtime`] | the safe shell/file layer every tool goes through; the approval policy |
+//! | | [`prompt`] | the facts the system prompt is built from, and `AGENTS.md` (read through `runtime`) |
 //! | tools | [`tools`] | the registry, the dispatcher and the built-in tools |
 //! | judge | [`watchdog`] | detectors, budget, workspace identity, run log, `replay`; the `Rules` trait |
 //! | loop | [`agent`] | the turn loop, compaction, transcripts |

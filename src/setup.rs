@@ -295,6 +295,8 @@ impl Session {
             })
             .collect();
         runtime.set_extra_roots(&extra);
+        // The agent's own dirs are read-only to file tools.
+        runtime.protect(&[settings.data_dir.clone(), settings.config_dir.clone()]);
         if let Some(key) = &settings.api_key {
             runtime.add_redaction(key);
         }

@@ -5,6 +5,9 @@
 //! - `turn_loop`: the agent loop in-process: tool results reach the model,
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
+//! - `containment_fs`: the agent's own file access and helpers as an
+//!   attacker tries them: fsmonitor, symlink races, spill symlinks, FIFOs,
+//!   hard links, AGENTS.md, a gigabyte of output.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
@@ -26,6 +29,7 @@ mod common;
 
 mod binary;
 mod client;
+mod containment_fs;
 mod fuzz;
 mod layering;
 mod profiles;

@@ -81,6 +81,7 @@ fn spec(command: &str, workspace: &Path, sandbox: Option<Sandbox>) -> CommandSpe
         output_cap: 30_000,
         spill_dir: workspace.join(".spill"),
         label: "call-1".into(),
+        spill_cap: agent::runtime::spill::DEFAULT_SPILL_CAP,
         sandbox,
     }
 }
@@ -94,7 +95,7 @@ async fn run(command: &str, workspace: &Path, sandbox: &Sandbox) -> Outcome {
 }
 
 fn agent_sandbox(workspace: &Path) -> Sandbox {
-    Sandbox::for_workspace(launcher(), workspace, &workspace.join(".spill"))
+    Sandbox::for_workspace(launcher(), workspace)
 }
 
 fn quote(path: &Path) -> String {
@@ -337,7 +338,7 @@ async fn one_shot_write(
     setup: impl FnOnce(&mut tokio::process::Command),
 ) -> Option<(String, String)> {
     let dirs = Dirs::new();
-    let like_the_agent = Sandbox::for_workspace(launcher(), &dirs.workspace, &dirs.data);
+    let like_the_agent = Sandbox::for_workspace(launcher(), &dirs.workspace);
     let outside = outside_dir(test, &like_the_agent)?;
     let target = outside.path().join("escaped");
     let command = format!("echo in > inside; echo out > {}", quote(&target));

@@ -5,17 +5,25 @@
 //!
 //! - [`process`]: run one shell command in its own process group, with a
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
-//! - [`fs`]: path resolution and confinement to the workspace, atomic writes.
+//! - [`beneath`]: race-free file access beneath the workspace and the other
+//!   allowed roots (`openat2` with `RESOLVE_BENEATH`), regular files only.
+//! - [`fs`]: joining a path the model gave to the workspace, sizes, atomic
+//!   writes of the agent's own files.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
+//! - [`spill`]: spill files, created new in the agent's own 0700 dir and
+//!   capped on disk.
 //! - [`sandbox`]: Landlock confinement of shell commands' writes, through
 //!   the agent's own binary as a launcher.
 
+pub mod beneath;
 pub mod fs;
 pub mod policy;
 pub mod process;
 pub mod sandbox;
+pub mod spill;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default wall-clock limit for one shell command. Two minutes covers a test
@@ -47,6 +55,8 @@ pub struct Limits {
     pub inactivity_timeout: Duration,
     pub kill_grace: Duration,
     pub output_cap: usize,
+    /// Most bytes of one spill file on disk ([`spill::DEFAULT_SPILL_CAP`]).
+    pub spill_cap: u64,
 }
 
 impl Default for Limits {
@@ -57,6 +67,7 @@ impl Default for Limits {
             inactivity_timeout: DEFAULT_INACTIVITY_TIMEOUT,
             kill_grace: KILL_GRACE,
             output_cap: DEFAULT_OUTPUT_CAP,
+            spill_cap: spill::DEFAULT_SPILL_CAP,
         }
     }
 }
@@ -72,9 +83,13 @@ pub struct Runtime {
     pub limits: Limits,
     /// The environment child processes get, already scrubbed of secrets.
     pub child_env: Vec<(String, String)>,
-    /// Canonical directories file tools may use: the workspace, the spill
+    /// Directories file tools may use, held open: the workspace, the spill
     /// dir (so the model can read saved outputs), and any extra roots.
-    roots: Vec<PathBuf>,
+    roots: Vec<beneath::Root>,
+    /// The agent's own directories (the spill dir, and the data and config
+    /// dirs once [`Runtime::protect`] names them): file tools may read
+    /// beneath them but never write.
+    protected: Arc<[PathBuf]>,
     /// The approval policy for commands and writes.
     pub policy: policy::Policy,
     /// Secret values (the API key, scrubbed variables) removed from every
@@ -127,6 +142,7 @@ impl Runtime {
             limits: Limits::default(),
             child_env,
             roots: Vec::new(),
+            protected: Arc::from(Vec::new()),
             sandbox: None,
             policy: policy::Policy::default(),
             redactions: secret
@@ -136,18 +152,26 @@ impl Runtime {
                 .collect(),
         };
         runtime.set_extra_roots(&[]);
+        runtime.protect(&[]);
         runtime
     }
 
     /// Sets the directories file tools may use besides the workspace and
     /// the spill dir.
     pub fn set_extra_roots(&mut self, extra: &[PathBuf]) {
-        let canonical = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
         self.roots = [&self.workspace, &self.spill_dir]
             .into_iter()
             .chain(extra.iter())
-            .map(canonical)
+            .map(|p| beneath::Root::new(p.as_path()))
             .collect();
+    }
+
+    /// Names the agent's own directories (data dir, config dir) that file
+    /// tools must not write beneath; the spill dir always is one.
+    pub fn protect(&mut self, dirs: &[PathBuf]) {
+        let mut all = vec![self.spill_dir.clone()];
+        all.extend(dirs.iter().cloned());
+        self.protected = Arc::from(all);
     }
 
     /// Adds a secret value to remove from every tool output.
@@ -158,15 +182,11 @@ impl Runtime {
     }
 
     /// The same runtime with shell commands confined by the sandbox, run
-    /// through `launcher` (the agent binary). Writable: the workspace, the
-    /// spill dir and the temp dirs. Call [`sandbox::probe`] first: where the
+    /// through `launcher` (the agent binary). Writable: the workspace and
+    /// the temp dirs (not the spill dir: commands must not touch it). Call [`sandbox::probe`] first: where the
     /// kernel has no Landlock, commands would run unconfined.
     pub fn with_sandbox(mut self, launcher: PathBuf) -> Self {
-        self.sandbox = Some(sandbox::Sandbox::for_workspace(
-            launcher,
-            &self.workspace,
-            &self.spill_dir,
-        ));
+        self.sandbox = Some(sandbox::Sandbox::for_workspace(launcher, &self.workspace));
         self
     }
 
@@ -180,11 +200,32 @@ impl Runtime {
             .fold(text, |t, r| t.replace(r.as_str(), "[redacted]"))
     }
 
-    /// Resolves a path a tool was given: relative to the workspace, and
-    /// confined to the allowed roots. `Err` is a reason for the model.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
-        let joined = fs::resolve(&self.workspace, path)?;
-        fs::confine(&self.roots, &joined)
+    /// Places a path a tool was given beneath one of the allowed roots:
+    /// relative paths join the workspace. The result is a handle whose
+    /// every access stays beneath that root ([`beneath::Located`]). `Err`
+    /// is a reason for the model.
+    pub fn locate(&self, path: &str) -> Result<beneath::Located, String> {
+        let joined = beneath::lexical(&fs::resolve(&self.workspace, path)?);
+        let place = |p: &Path| {
+            self.roots.iter().find_map(|root| {
+                root.strip(p)
+                    .map(|rel| beneath::Located::new(root.clone(), rel, self.protected.clone()))
+            })
+        };
+        if let Some(found) = place(&joined) {
+            return Ok(found);
+        }
+        // Spelled through a symlink outside the roots (say, a link to the
+        // workspace): its real location decides the root. Only the choice
+        // of root depends on this; every access stays beneath it.
+        let real = fs::resolve_existing(&joined);
+        place(&real).ok_or_else(|| {
+            beneath::AccessError::Outside {
+                resolved: real,
+                root: self.workspace.clone(),
+            }
+            .to_string()
+        })
     }
 
     /// Asks the policy whether `path` may be written.
@@ -217,6 +258,7 @@ impl Runtime {
             output_cap: self.limits.output_cap,
             spill_dir: self.spill_dir.clone(),
             label: sanitize_label(label),
+            spill_cap: self.limits.spill_cap,
             sandbox: self.sandbox.clone(),
         }
     }

@@ -1,5 +1,5 @@
 //! The shell sandbox: on Linux with Landlock, shell commands run with their
-//! writes confined to the workspace, the spill dir and the temp dirs.
+//! writes confined to the workspace and the temp dirs.
 //!
 //! There is no unsafe code and no `pre_exec` hook. Instead,
 //! [`process::run`](super::process::run) starts the agent's own binary as a
@@ -90,13 +90,11 @@ impl Sandbox {
         Sandbox { launcher, writable }
     }
 
-    /// The sandbox for an agent: the workspace, the spill dir and the temp
-    /// dirs (`$TMPDIR` and `/tmp`) are writable.
-    pub fn for_workspace(launcher: PathBuf, workspace: &Path, spill_dir: &Path) -> Self {
-        Sandbox::new(
-            launcher,
-            writable_dirs(workspace, spill_dir, &std::env::temp_dir()),
-        )
+    /// The sandbox for an agent: the workspace and the temp dirs (`$TMPDIR`
+    /// and `/tmp`) are writable. The spill dir is not: the agent writes
+    /// spill files there, and a command must not plant or change them.
+    pub fn for_workspace(launcher: PathBuf, workspace: &Path) -> Self {
+        Sandbox::new(launcher, writable_dirs(workspace, &std::env::temp_dir()))
     }
 
     /// The launcher's arguments for running `shell -c command`:
@@ -113,10 +111,10 @@ impl Sandbox {
 }
 
 /// The writable dirs of an agent, in order and without duplicates: the
-/// workspace, the spill dir, `temp_dir` and `/tmp`.
-pub fn writable_dirs(workspace: &Path, spill_dir: &Path, temp_dir: &Path) -> Vec<PathBuf> {
+/// workspace, `temp_dir` and `/tmp`.
+pub fn writable_dirs(workspace: &Path, temp_dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
-    for dir in [workspace, spill_dir, temp_dir, Path::new(SYSTEM_TEMP)] {
+    for dir in [workspace, temp_dir, Path::new(SYSTEM_TEMP)] {
         if !dirs.iter().any(|d| d == dir) {
             dirs.push(dir.to_path_buf());
         }
@@ -446,13 +444,10 @@ mod tests {
     }
 
     #[test]
-    fn writable_dirs_are_workspace_spill_and_temp_without_duplicates() {
-        let dirs = writable_dirs(Path::new("/w"), Path::new("/d/out"), Path::new("/tmp"));
-        assert_eq!(
-            dirs,
-            [Path::new("/w"), Path::new("/d/out"), Path::new("/tmp")]
-        );
-        let dirs = writable_dirs(Path::new("/w"), Path::new("/w"), Path::new("/var/tmp"));
+    fn writable_dirs_are_workspace_and_temp_without_duplicates() {
+        let dirs = writable_dirs(Path::new("/w"), Path::new("/tmp"));
+        assert_eq!(dirs, [Path::new("/w"), Path::new("/tmp")]);
+        let dirs = writable_dirs(Path::new("/w"), Path::new("/var/tmp"));
         assert_eq!(
             dirs,
             [Path::new("/w"), Path::new("/var/tmp"), Path::new("/tmp")]
@@ -461,8 +456,7 @@ mod tests {
 
     #[test]
     fn for_workspace_includes_the_process_temp_dir() {
-        let sandbox =
-            Sandbox::for_workspace(PathBuf::from("agent"), Path::new("/w"), Path::new("/d/out"));
+        let sandbox = Sandbox::for_workspace(PathBuf::from("agent"), Path::new("/w"));
         assert!(sandbox.writable.contains(&std::env::temp_dir()));
         assert!(sandbox.writable.contains(&PathBuf::from(SYSTEM_TEMP)));
         assert_eq!(sandbox.writable[0], Path::new("/w"));

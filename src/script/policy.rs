@@ -24,6 +24,8 @@ pub struct PolicySettings {
     pub output_cap: usize,
     pub extra_roots: Vec<PathBuf>,
     pub sandbox: bool,
+    /// Most bytes of one spill file on disk (race-free file access, issue 13).
+    pub spill_cap: u64,
 }
 
 impl Default for PolicySettings {
@@ -36,6 +38,7 @@ impl Default for PolicySettings {
             output_cap: l.output_cap,
             extra_roots: Vec::new(),
             sandbox: false,
+            spill_cap: l.spill_cap,
         }
     }
 }
@@ -55,6 +58,12 @@ impl PolicySettings {
         if settings.output_cap < 1000 {
             return Err("settings(): output_cap must be at least 1000 bytes".into());
         }
+        if settings.spill_cap < runtime::spill::MIN_SPILL_CAP {
+            return Err(format!(
+                "settings(): spill_cap must be at least {} bytes",
+                runtime::spill::MIN_SPILL_CAP
+            ));
+        }
         Ok(settings)
     }
 
@@ -65,6 +74,7 @@ impl PolicySettings {
             max_shell_timeout: Duration::from_secs(self.max_shell_timeout),
             inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
             output_cap: self.output_cap,
+            spill_cap: self.spill_cap,
             ..Limits::default()
         }
     }

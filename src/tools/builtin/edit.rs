@@ -5,16 +5,16 @@
 //! endings. The result shows the edited region with line numbers, so the
 //! model can check the edit without reading the file again.
 
-use std::io;
-use std::path::Path;
+use std::io::Read;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::read::number_line;
+use super::read::{number_line, open_for_read};
+use super::write::write_failed;
 use super::{Access, ToolContext, blocking, failed, messages, target};
 use crate::protocol::{ErrorKind, ToolOutput};
-use crate::runtime::fs::write_atomic;
+use crate::runtime::beneath::{AccessError, Located};
 use crate::tools::{Tool, ToolSpec, arg_bool, arg_str};
 
 /// Unchanged lines shown before and after each edited region.
@@ -89,29 +89,29 @@ impl Tool for EditFile {
                 return ToolOutput::failed(ErrorKind::InvalidArgs, messages::EDIT_SAME_STRINGS);
             }
             let shown = arg_str(&args, "path").to_string();
-            let path = match target(&ctx, &shown, Access::Write).await {
-                Ok(path) => path,
+            let place = match target(&ctx, &shown, Access::Write).await {
+                Ok(place) => place,
                 Err(output) => return output,
             };
             let replace_all = arg_bool(&args, "replace_all");
-            blocking(move || edit_file(&path, &shown, &old, &new, replace_all)).await
+            blocking(move || edit_file(&place, &shown, &old, &new, replace_all)).await
         })
     }
 }
 
-fn edit_file(path: &Path, shown: &str, old: &str, new: &str, replace_all: bool) -> ToolOutput {
-    match std::fs::metadata(path) {
+fn edit_file(place: &Located, shown: &str, old: &str, new: &str, replace_all: bool) -> ToolOutput {
+    let mut file = match place.metadata() {
         Ok(meta) if meta.is_dir() => return failed(messages::edit_is_dir(shown)),
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return failed(messages::edit_not_found_file(shown));
-        }
-        Err(e) => return failed(messages::io_failed("read", shown, &e)),
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) => return failed(messages::io_failed("read", shown, &e)),
+        Err(AccessError::NotFound) => return failed(messages::edit_not_found_file(shown)),
+        _ => match open_for_read(place, shown) {
+            Ok((file, _)) => file,
+            Err(output) => return output,
+        },
     };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        return failed(messages::io_failed("read", shown, &e));
+    }
     let Ok(content) = String::from_utf8(bytes) else {
         return failed(messages::edit_not_utf8(shown));
     };
@@ -122,8 +122,8 @@ fn edit_file(path: &Path, shown: &str, old: &str, new: &str, replace_all: bool) 
         }
         Err(Mismatch::Many(count)) => return failed(messages::edit_many_matches(shown, count)),
     };
-    if let Err(e) = write_atomic(path, edit.content.as_bytes()) {
-        return failed(messages::io_failed("write", shown, &e));
+    if let Err(e) = place.write(edit.content.as_bytes()) {
+        return write_failed(shown, &e);
     }
     let mut text = messages::edit_done(shown, edit.regions.len());
     text.push('\n');
@@ -253,6 +253,8 @@ mod tests {
     use super::*;
     use crate::protocol::ToolStatus;
     use crate::tools::builtin::test_support::call;
+
+    use std::path::Path;
 
     async fn edit(dir: &Path, args: Value) -> ToolOutput {
         call(dir, "edit_file", args).await

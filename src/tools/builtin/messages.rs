@@ -11,7 +11,7 @@ use crate::runtime::fs::human_size;
 
 // ---- shared by the file tools ----
 
-/// `runtime::fs::resolve` refused the path.
+/// `Runtime::locate` (or the access beneath the root) refused the path.
 pub fn bad_path(path: &str, reason: &str) -> String {
     format!("Error: cannot use the path `{path}`: {reason}. Call the tool again with a valid path.")
 }
@@ -24,6 +24,33 @@ pub fn io_failed(action: &str, path: &str, err: &io::Error) -> String {
         ),
         _ => format!("Error: cannot {action} {path}: {err}."),
     }
+}
+
+/// A FIFO, device or socket: refused before anything could block on it.
+pub fn not_regular(action: &str, path: &str, kind: &str) -> String {
+    format!(
+        "Error: {path} is a {kind}, not a regular file, so the file tools will not {action} it (that could block or reach a device). Use run_shell if you really need it."
+    )
+}
+
+/// A file with several hard links may be the same file as one outside the
+/// workspace, so it is not read.
+pub fn read_hard_linked(path: &str, links: u64) -> String {
+    format!(
+        "Error: {path} has {links} hard links, so it may be the same file as one outside the workspace; the file tools do not read hard-linked files. Use run_shell (`cat {path}`) if you need its contents."
+    )
+}
+
+/// A write beneath the agent's own directories (data, config, spill).
+pub fn write_protected(path: &str, dir: &str) -> String {
+    format!(
+        "Error: {path} lies in {dir}, which belongs to the agent (saved outputs, sessions, scripts) and is read-only to tools. Write inside the workspace instead."
+    )
+}
+
+/// Any other refusal or failure of a file access.
+pub fn access_failed(action: &str, path: &str, why: &str) -> String {
+    format!("Error: cannot {action} {path}: {why}.")
 }
 
 /// The blocking task running a file operation died (a bug, not the model's
@@ -44,12 +71,6 @@ pub fn read_not_found(path: &str) -> String {
 
 pub fn read_is_dir(path: &str) -> String {
     format!("Error: {path} is a directory; use list_dir to see its entries.")
-}
-
-pub fn read_not_regular(path: &str) -> String {
-    format!(
-        "Error: {path} is not a regular file (a device, socket or pipe), so read_file will not read it. Use run_shell if you really need its contents."
-    )
 }
 
 /// Why a file was judged binary.
@@ -208,6 +229,15 @@ pub fn shell_spilled(stream: &str, total_bytes: u64, file: &str) -> String {
     format!(
         "[{stream} was {} and was cut in the middle; the whole of it is saved in {file}: read parts with read_file (offset/limit) or search it with grep]",
         human_size(total_bytes)
+    )
+}
+
+/// A stream so large that the spill cap dropped the middle of its file too.
+pub fn shell_spilled_capped(stream: &str, total_bytes: u64, file: &str, dropped: u64) -> String {
+    format!(
+        "[{stream} was {} and was cut in the middle; {file} keeps its start and end ({} of the middle passed the spill cap and were dropped): read parts with read_file (offset/limit) or search it with grep]",
+        human_size(total_bytes),
+        human_size(dropped)
     )
 }
 

@@ -173,7 +173,12 @@ fn push_stream(text: &mut String, name: &str, stream: &Captured) {
     }
     push_line(text, stream.text.strip_suffix('\n').unwrap_or(&stream.text));
     if let Some(file) = &stream.spilled {
-        let note = messages::shell_spilled(name, stream.total_bytes, &file.display().to_string());
+        let file = file.display().to_string();
+        let note = if stream.spill_dropped > 0 {
+            messages::shell_spilled_capped(name, stream.total_bytes, &file, stream.spill_dropped)
+        } else {
+            messages::shell_spilled(name, stream.total_bytes, &file)
+        };
         push_line(text, &note);
     }
 }
@@ -210,6 +215,7 @@ mod tests {
             text: text.to_string(),
             total_bytes: text.len() as u64,
             spilled: None,
+            spill_dropped: 0,
         }
     }
 
