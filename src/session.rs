@@ -49,11 +49,13 @@ pub fn runtime(
         None => PolicySettings::default(),
     };
     let mut runtime = match &script {
-        Some(script) => {
-            Runtime::with_secret_rule(settings.workspace.clone(), spill_dir, env, &|name: &str| {
-                crate::script::policy::is_secret(script, name)
-            })
-        }
+        Some(script) => Runtime::with_env_rules(
+            settings.workspace.clone(),
+            spill_dir,
+            env,
+            &policy_settings.env_allow,
+            &|name, value| crate::script::policy::is_secret(script, name, value),
+        ),
         None => Runtime::new(settings.workspace.clone(), spill_dir, env),
     };
     runtime.limits = policy_settings.limits();

@@ -82,6 +82,7 @@ fn spec(command: &str, workspace: &Path, sandbox: Option<Sandbox>) -> CommandSpe
         spill_dir: workspace.join(".spill"),
         label: "call-1".into(),
         sandbox,
+        redactor: None,
     }
 }
 

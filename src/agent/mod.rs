@@ -658,7 +658,9 @@ impl Agent {
         self.history.push(note);
         self.history.extend(recent);
         if let Some(t) = self.transcript.as_mut()
-            && t.compaction(&self.history[1..]).is_err()
+            && t
+                .compaction(&self.history[1..], &|line| self.runtime.redact(line))
+                .is_err()
         {
             self.transcript = None;
         }
@@ -812,7 +814,7 @@ impl Agent {
     /// are script calls).
     async fn judge(&mut self, record: TurnRecord) -> Verdict {
         if let Some(log) = self.run_log.as_mut()
-            && let Err(e) = log.append(&record)
+            && let Err(e) = log.append(&record, &|line| self.runtime.redact(line))
         {
             let path = log.path().display().to_string();
             self.run_log = None;

@@ -84,10 +84,15 @@ impl Transcript {
 
     /// Records a compaction: the history from here on is `kept` (the summary
     /// and the recent messages); a loader drops everything before it.
-    pub fn compaction(&mut self, kept: &[Message]) -> std::io::Result<()> {
+    /// `redact` blanks secret values, as in [`Transcript::append`].
+    pub fn compaction(
+        &mut self,
+        kept: &[Message],
+        redact: &dyn Fn(String) -> String,
+    ) -> std::io::Result<()> {
         writeln!(self.file, "{}", serde_json::json!({"type": COMPACTION}))?;
         for m in kept {
-            let line = serde_json::to_string(m).map_err(std::io::Error::other)?;
+            let line = redact(serde_json::to_string(m).map_err(std::io::Error::other)?);
             writeln!(self.file, "{line}")?;
         }
         self.file.flush()

@@ -171,7 +171,9 @@ fn validate(script: &Script) -> Result<(), String> {
         }
         POLICY => {
             need("settings", 0)?;
-            need("is_secret", 1)?;
+            if !script.has_fn("is_secret", 2) {
+                need("is_secret", 1)?;
+            }
             need("approve", 1)
         }
         MODELS => models::parse(script).map(|_| ()),
@@ -568,8 +570,8 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                     rendered: format!("error: {m}\n --> {}\n", script.display_path()),
                     summary: m,
                 })?;
-            let secret = script.call_hook("is_secret", vec!["SAMPLE_TOKEN".into()])?;
-            expect("is_secret(name)", &secret, secret.is_bool())?;
+            let secret = policy::call_is_secret(script, "SAMPLE_TOKEN", "sample")?;
+            expect("is_secret(name, value)", &secret, secret.is_bool())?;
             let approve = policy::ScriptApprove {
                 script: std::sync::Arc::new(compile(
                     POLICY,
@@ -583,7 +585,7 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
             let decision = script.call_hook("approve", vec![map])?;
             expect("approve(action)", &decision, decision.is_map())?;
             Ok(format!(
-                "settings(), is_secret(name) and approve(action) work; sandbox {}",
+                "settings(), is_secret(name, value) and approve(action) work; sandbox {}",
                 if settings.sandbox { "on" } else { "off" }
             ))
         }
