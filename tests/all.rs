@@ -9,6 +9,8 @@
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `secrets`: a hostile model after the key: the child environment's
+//!   allow-list, `/proc` of the agent, every encoded form of a secret.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
@@ -25,6 +27,7 @@ mod profiles;
 mod repl;
 mod runtime_safety;
 mod sandbox;
+mod secrets;
 mod scripts;
 mod turn_loop;
 mod watchdog_live;
