@@ -28,7 +28,11 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use regex::bytes::{NoExpand, Regex, RegexBuilder};
+use std::ops::Range;
+
+use aho_corasick::automaton::Automaton;
+use aho_corasick::nfa::contiguous::NFA;
+use aho_corasick::{AhoCorasick, Anchored, MatchKind};
 
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -49,20 +53,12 @@ const MIN_ENCODED_LEN: usize = 5;
 /// every form, so `echo "$KEY" | head -2 | base64` is still caught.
 const MAX_ENCODED_VALUE: usize = 512;
 
-/// What may stand between two characters of an encoded form: up to two of
-/// a space, a tab, `\r` or `\n`, raw or JSON-escaped. That covers line
-/// wrapping (`base64` at 76 columns, `xxd -p` at 60), `\r\n`, and the
-/// single spaces of `od -An -tx1`, in outputs and in JSON-lines logs.
-const GAP: &str = r"(?:[\t\n\r ]|\\[nrt]){0,2}";
-
-/// The most bytes one [`GAP`] can match.
+/// Gap bytes (space, tab, `\r`, `\n`, or their JSON escapes) allowed in
+/// one run between two characters of an encoded form. Covers line wrapping
+/// (`base64` at 76 columns, `xxd -p` at 60), `\r\n`, and the spaces of `od
+/// -An -tx1` and `hexdump -C`, in outputs and in JSON-lines logs; a longer
+/// run ends a candidate match, which keeps the stream window bounded.
 const MAX_GAP_BYTES: usize = 4;
-
-/// Size limits for the compiled matcher. Generous: the matcher of twenty
-/// 100-character secrets is about 2 MB. A matcher that still does not fit
-/// falls back to the plain and reversed forms only.
-const MATCHER_SIZE_LIMIT: usize = 64 << 20;
-const MATCHER_DFA_LIMIT: usize = 16 << 20;
 
 /// Values of secret variables that are not blanked: words that configure
 /// rather than authenticate (`GIT_ASKPASS_ENABLED=true`), which blanking
@@ -318,15 +314,22 @@ pub fn harden_process() -> Result<(), String> {
 
 /// Blanks secret values and their encoded forms out of text.
 ///
-/// Built once per runtime; [`Redactor::redact_str`] on text with no secret
-/// in it is one scan with no allocation.
+/// Two Aho-Corasick automata, built in well under a millisecond: one for
+/// the plain, reversed and JSON-escaped values (a SIMD-prefiltered search),
+/// one for the base64 and hex forms, walked byte by byte with gap bytes
+/// skipped. Text with no secret in it is returned without a copy.
 #[derive(Clone, Default)]
 pub struct Redactor {
-    /// The values, as given (trimmed), for rebuilding.
+    /// The values (trimmed), for rebuilding.
     values: Vec<String>,
-    matcher: Option<Regex>,
-    /// The longest possible match in bytes, for [`StreamRedactor`].
+    exact: Option<AhoCorasick>,
+    encoded: Option<Arc<NFA>>,
+    /// The longest encoded form, in bytes without gaps.
+    longest_encoded: usize,
+    /// The longest span one match can cover, for [`StreamRedactor`].
     longest: usize,
+    /// Set when an automaton could not be built: texts are withheld.
+    broken: bool,
 }
 
 impl fmt::Debug for Redactor {
@@ -347,7 +350,7 @@ impl Redactor {
         redactor
     }
 
-    /// Adds values and rebuilds the matcher.
+    /// Adds values and rebuilds the automata.
     pub fn extend(&mut self, values: impl IntoIterator<Item = String>) {
         let before = self.values.len();
         for value in values {
@@ -368,42 +371,92 @@ impl Redactor {
     }
 
     fn rebuild(&mut self) {
-        let mut forms: Vec<Form> = self.values.iter().flat_map(|v| forms(v)).collect();
-        // Longest first: where a whole value and one of its lines both
-        // match, the whole value is blanked.
-        forms.sort_by(|a, b| b.longest.cmp(&a.longest));
-        let build = |forms: &[&Form]| {
-            let pattern = forms
-                .iter()
-                .map(|f| f.pattern.as_str())
-                .collect::<Vec<_>>()
-                .join("|");
-            RegexBuilder::new(&pattern)
-                .size_limit(MATCHER_SIZE_LIMIT)
-                .dfa_size_limit(MATCHER_DFA_LIMIT)
-                .build()
+        let mut exact: Vec<String> = Vec::new();
+        let mut encoded: Vec<String> = Vec::new();
+        for value in &self.values {
+            let (e, enc) = forms(value);
+            exact.extend(e);
+            encoded.extend(enc);
+        }
+        exact.sort();
+        exact.dedup();
+        encoded.sort();
+        encoded.dedup();
+        let exact_ac = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&exact);
+        let encoded_nfa = if encoded.is_empty() {
+            Ok(None)
+        } else {
+            NFA::builder()
+                .match_kind(MatchKind::Standard)
+                .build(&encoded)
+                .map(|nfa| Some(Arc::new(nfa)))
         };
-        let all: Vec<&Form> = forms.iter().collect();
-        let plain: Vec<&Form> = forms.iter().filter(|f| !f.encoded).collect();
-        let (matcher, used) = match build(&all) {
-            Ok(re) => (Some(re), all),
-            // Too big: the plain and reversed forms at least.
-            Err(_) => (build(&plain).ok(), plain),
-        };
-        self.longest = used.iter().map(|f| f.longest).max().unwrap_or(0);
-        self.matcher = matcher;
+        self.longest_encoded = encoded.iter().map(String::len).max().unwrap_or(0);
+        let longest_exact = exact.iter().map(String::len).max().unwrap_or(0);
+        self.longest = longest_exact.max(
+            self.longest_encoded + self.longest_encoded.saturating_sub(1) * MAX_GAP_BYTES,
+        );
+        match (exact_ac, encoded_nfa) {
+            (Ok(exact), Ok(encoded)) => {
+                self.exact = Some(exact);
+                self.encoded = encoded;
+                self.broken = false;
+            }
+            // Never expected (the patterns are small); nothing is shown
+            // rather than a secret.
+            _ => {
+                self.exact = None;
+                self.encoded = None;
+                self.broken = true;
+            }
+        }
+    }
+
+    /// The byte ranges of `text` to blank: sorted, not overlapping.
+    fn spans(&self, text: &[u8]) -> Vec<Range<usize>> {
+        let mut spans: Vec<Range<usize>> = Vec::new();
+        if let Some(ac) = &self.exact {
+            spans.extend(ac.find_iter(text).map(|m| m.range()));
+        }
+        if let Some(nfa) = &self.encoded {
+            let before = spans.len();
+            encoded_spans(nfa, self.longest_encoded, text, &mut spans);
+            if spans.len() > before {
+                spans.sort_by_key(|r| r.start);
+                let mut merged: Vec<Range<usize>> = Vec::with_capacity(spans.len());
+                for span in spans {
+                    match merged.last_mut() {
+                        Some(last) if span.start <= last.end => last.end = last.end.max(span.end),
+                        _ => merged.push(span),
+                    }
+                }
+                return merged;
+            }
+        }
+        spans
     }
 
     /// `text` with every secret form replaced by [`REDACTED`]. Returns the
     /// input unchanged (no copy) when it holds none.
     pub fn redact_bytes<'a>(&self, text: &'a [u8]) -> Cow<'a, [u8]> {
-        match &self.matcher {
-            Some(re) => re.replace_all(text, NoExpand(REDACTED.as_bytes())),
-            None if self.values.is_empty() => Cow::Borrowed(text),
-            // No matcher could be built for values we have: nothing is
-            // shown rather than a secret.
-            None => Cow::Owned(WITHHELD.as_bytes().to_vec()),
+        if self.broken {
+            return Cow::Owned(WITHHELD.as_bytes().to_vec());
         }
+        let spans = self.spans(text);
+        if spans.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut out = Vec::with_capacity(text.len());
+        let mut done = 0;
+        for span in spans {
+            out.extend_from_slice(&text[done..span.start]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            done = span.end;
+        }
+        out.extend_from_slice(&text[done..]);
+        Cow::Owned(out)
     }
 
     /// [`Redactor::redact_bytes`] for a string.
@@ -417,12 +470,60 @@ impl Redactor {
         }
     }
 
-    /// A streaming redactor sharing this one's matcher.
+    /// A streaming redactor sharing this one's automata.
     pub fn stream(self: &Arc<Self>) -> StreamRedactor {
         StreamRedactor {
             redactor: Arc::clone(self),
             pending: Vec::new(),
+            withheld: false,
         }
+    }
+}
+
+/// Finds the encoded forms in `text`, skipping runs of up to
+/// [`MAX_GAP_BYTES`] gap bytes between their characters, and pushes the
+/// spans they cover (first to last character) to `spans`.
+fn encoded_spans(nfa: &NFA, longest: usize, text: &[u8], spans: &mut Vec<Range<usize>>) {
+    let Ok(start) = nfa.start_state(Anchored::No) else {
+        return;
+    };
+    let mut sid = start;
+    // Where the last `longest` non-gap bytes were, to find a match's start.
+    let window = longest.max(1);
+    let mut at = vec![0usize; window];
+    // Non-gap bytes fed since the last reset.
+    let mut fed = 0usize;
+    let mut gap_run = 0;
+    let mut i = 0;
+    while i < text.len() {
+        let byte = text[i];
+        let gap = match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => 1,
+            b'\\' if matches!(text.get(i + 1), Some(b'n' | b'r' | b't')) => 2,
+            _ => 0,
+        };
+        if gap > 0 {
+            gap_run += gap;
+            if gap_run > MAX_GAP_BYTES {
+                sid = start;
+                fed = 0;
+            }
+            i += gap;
+            continue;
+        }
+        gap_run = 0;
+        sid = nfa.next_state(Anchored::No, sid, byte);
+        at[fed % window] = i;
+        fed += 1;
+        if nfa.is_special(sid) && nfa.is_match(sid) {
+            let len = (0..nfa.match_len(sid))
+                .map(|k| nfa.pattern_len(nfa.match_pattern(sid, k)))
+                .max()
+                .unwrap_or(1)
+                .min(fed);
+            spans.push(at[(fed - len) % window]..i + 1);
+        }
+        i += 1;
     }
 }
 
@@ -444,85 +545,32 @@ fn candidates(value: &str) -> Vec<&str> {
     out
 }
 
-/// One alternative of the matcher.
-struct Form {
-    pattern: String,
-    /// The most bytes it can match.
-    longest: usize,
-    /// Whether it is an encoded form (dropped first when too big).
-    encoded: bool,
-}
-
-/// Every form of one value: plain, reversed, JSON-escaped, and (for values
-/// up to [`MAX_ENCODED_VALUE`] bytes) base64 and hex.
-fn forms(value: &str) -> Vec<Form> {
-    let mut literals = vec![value.to_string(), value.chars().rev().collect()];
+/// The forms of one value: exact (plain, reversed, JSON-escaped) and, for
+/// values up to [`MAX_ENCODED_VALUE`] bytes, encoded (base64 standard and
+/// URL-safe at each alignment, hex in both cases).
+fn forms(value: &str) -> (Vec<String>, Vec<String>) {
+    let mut exact = vec![value.to_string(), value.chars().rev().collect()];
     let escaped = serde_json::to_string(value).unwrap_or_default();
-    let escaped = escaped
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or_default();
-    if escaped != value {
-        literals.push(escaped.to_string());
-    }
-    literals.dedup();
-    let mut out: Vec<Form> = literals
-        .into_iter()
-        .map(|l| Form {
-            pattern: regex::escape(&l),
-            longest: l.len(),
-            encoded: false,
-        })
-        .collect();
-    if value.len() > MAX_ENCODED_VALUE {
-        return out;
-    }
-    let bytes = value.as_bytes();
-    for offset in 0..3 {
-        let encoded = base64_at(bytes, offset);
-        if encoded.len() >= MIN_ENCODED_LEN {
-            out.push(tolerant(&encoded, 1, base64_class));
+    if let Some(escaped) = escaped.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+        if escaped != value {
+            exact.push(escaped.to_string());
         }
     }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    out.push(tolerant(&hex, 2, hex_class));
-    out
-}
-
-/// A pattern for `encoded` that allows a [`GAP`] every `step` characters.
-fn tolerant(encoded: &str, step: usize, class: fn(char) -> String) -> Form {
-    let mut pattern = String::new();
-    let mut gaps = 0;
-    for (i, c) in encoded.chars().enumerate() {
-        if i > 0 && i % step == 0 {
-            pattern.push_str(GAP);
-            gaps += 1;
+    let mut encoded = Vec::new();
+    if value.len() <= MAX_ENCODED_VALUE {
+        let bytes = value.as_bytes();
+        for offset in 0..3 {
+            let standard = base64_at(bytes, offset);
+            if standard.len() >= MIN_ENCODED_LEN {
+                encoded.push(standard.replace('+', "-").replace('/', "_"));
+                encoded.push(standard);
+            }
         }
-        pattern.push_str(&class(c));
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        encoded.push(hex.to_uppercase());
+        encoded.push(hex);
     }
-    Form {
-        pattern,
-        longest: encoded.len() + gaps * MAX_GAP_BYTES,
-        encoded: true,
-    }
-}
-
-/// A base64 character, matching its URL-safe twin too (`+`/`-`, `/`/`_`).
-fn base64_class(c: char) -> String {
-    match c {
-        '+' => r"[+\-]".to_string(),
-        '/' => "[/_]".to_string(),
-        c => c.to_string(),
-    }
-}
-
-/// A hex digit, in either case.
-fn hex_class(c: char) -> String {
-    if c.is_ascii_alphabetic() {
-        format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
-    } else {
-        c.to_string()
-    }
+    (exact, encoded)
 }
 
 /// The base64 characters that `bytes` fix when they start `offset` bytes
@@ -553,40 +601,43 @@ fn base64_at(bytes: &[u8], offset: usize) -> String {
 
 /// Blanks secrets out of a stream that arrives in chunks. Bytes that could
 /// be the start of a secret cut by a chunk boundary are held back until
-/// the next chunk (at most the longest form's length); everything else is
+/// the next chunk (at most the longest match's span); everything else is
 /// passed on at once.
 #[derive(Debug)]
 pub struct StreamRedactor {
     redactor: Arc<Redactor>,
     pending: Vec<u8>,
+    /// The withheld notice was given (see `WITHHELD`).
+    withheld: bool,
 }
 
 impl StreamRedactor {
     /// Takes one chunk; appends what is now safe to pass on to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        let Some(re) = &self.redactor.matcher else {
-            if self.redactor.values.is_empty() {
-                out.extend_from_slice(chunk);
-            } else if self.pending.is_empty() {
-                // See `WITHHELD`: nothing rather than a secret.
+        if self.redactor.broken {
+            if !self.withheld {
                 out.extend_from_slice(WITHHELD.as_bytes());
-                self.pending.push(0);
+                self.withheld = true;
             }
             return;
-        };
+        }
+        if self.redactor.is_empty() {
+            out.extend_from_slice(chunk);
+            return;
+        }
         self.pending.extend_from_slice(chunk);
         // A match starting before `safe` fits in `pending` whole, so it has
         // been seen; one starting later may still be cut.
         let hold = self.redactor.longest.saturating_sub(1);
         let safe = self.pending.len().saturating_sub(hold);
         let mut done = 0;
-        for m in re.find_iter(&self.pending) {
-            if m.start() >= safe {
+        for span in self.redactor.spans(&self.pending) {
+            if span.start >= safe {
                 break;
             }
-            out.extend_from_slice(&self.pending[done..m.start()]);
+            out.extend_from_slice(&self.pending[done..span.start]);
             out.extend_from_slice(REDACTED.as_bytes());
-            done = m.end();
+            done = span.end;
         }
         let emit = safe.max(done);
         out.extend_from_slice(&self.pending[done..emit]);
@@ -595,8 +646,8 @@ impl StreamRedactor {
 
     /// Ends the stream: appends the rest, blanked, to `out`.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
-        if self.redactor.matcher.is_some() {
-            let rest = std::mem::take(&mut self.pending);
+        let rest = std::mem::take(&mut self.pending);
+        if !self.redactor.broken {
             out.extend_from_slice(&self.redactor.redact_bytes(&rest));
         }
     }
