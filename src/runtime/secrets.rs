@@ -488,44 +488,66 @@ fn encoded_spans(nfa: &NFA, longest: usize, text: &[u8], spans: &mut Vec<Range<u
         return;
     };
     let mut sid = start;
-    // Where the last `longest` non-gap bytes were, to find a match's start.
+    // Where the last `window` non-gap bytes were (a ring), to find where a
+    // match starts.
     let window = longest.max(1);
     let mut at = vec![0usize; window];
+    let mut slot = 0;
     // Non-gap bytes fed since the last reset.
     let mut fed = 0usize;
     let mut gap_run = 0;
     let mut i = 0;
     while i < text.len() {
         let byte = text[i];
-        let gap = match byte {
-            b' ' | b'\t' | b'\n' | b'\r' => 1,
-            b'\\' if matches!(text.get(i + 1), Some(b'n' | b'r' | b't')) => 2,
-            _ => 0,
-        };
-        if gap > 0 {
-            gap_run += gap;
-            if gap_run > MAX_GAP_BYTES {
-                sid = start;
-                fed = 0;
+        if IS_GAP[usize::from(byte)] {
+            let gap = if byte != b'\\' {
+                1
+            } else if matches!(text.get(i + 1), Some(b'n' | b'r' | b't')) {
+                2
+            } else {
+                0
+            };
+            if gap > 0 {
+                gap_run += gap;
+                if gap_run > MAX_GAP_BYTES {
+                    sid = start;
+                    fed = 0;
+                }
+                i += gap;
+                continue;
             }
-            i += gap;
-            continue;
         }
         gap_run = 0;
         sid = nfa.next_state(Anchored::No, sid, byte);
-        at[fed % window] = i;
+        at[slot] = i;
+        slot += 1;
+        if slot == window {
+            slot = 0;
+        }
         fed += 1;
         if nfa.is_special(sid) && nfa.is_match(sid) {
             let len = (0..nfa.match_len(sid))
                 .map(|k| nfa.pattern_len(nfa.match_pattern(sid, k)))
                 .max()
                 .unwrap_or(1)
-                .min(fed);
-            spans.push(at[(fed - len) % window]..i + 1);
+                .clamp(1, fed.min(window));
+            spans.push(at[(slot + window - len) % window]..i + 1);
         }
         i += 1;
     }
 }
+
+/// The bytes that may be gap bytes: space, tab, `\r`, `\n`, and `\` (a
+/// gap only when it starts the escape `\n`, `\r` or `\t`).
+const IS_GAP: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b' ' as usize] = true;
+    table[b'\t' as usize] = true;
+    table[b'\n' as usize] = true;
+    table[b'\r' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 /// What replaces a text when no matcher could be built (never expected).
 const WITHHELD: &str = "[output withheld: the secret filter could not be built]";
