@@ -32,7 +32,10 @@ fn secrets() -> (Vec<String>, Vec<String>) {
         .map(|i| format!("ghp_{i}aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"))
         .collect();
     many.push("postgres://user:Pw-s3cr3t-Db9@db.internal/app".into());
-    many.push(format!("eyJhbGciOiJIUzI1NiJ9.{}.sig", "QWxhZGRpbjpvcGVuIHNlc2FtZQ".repeat(34)));
+    many.push(format!(
+        "eyJhbGciOiJIUzI1NiJ9.{}.sig",
+        "QWxhZGRpbjpvcGVuIHNlc2FtZQ".repeat(34)
+    ));
     many.extend(key.clone());
     (key, many)
 }

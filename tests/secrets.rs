@@ -174,7 +174,12 @@ async fn try_every_leak(extra: &[&str]) {
     dirs.write(".env", &dot_env());
     let args: Vec<(String, String)> = LEAKS
         .iter()
-        .map(|(id, c)| (id.to_string(), serde_json::json!({ "command": c }).to_string()))
+        .map(|(id, c)| {
+            (
+                id.to_string(),
+                serde_json::json!({ "command": c }).to_string(),
+            )
+        })
         .collect();
     let calls: Vec<(&str, &str, &str)> = args
         .iter()
@@ -194,7 +199,12 @@ async fn try_every_leak(extra: &[&str]) {
     // The commands ran and the blanking did the work.
     let env = tool_result(&server, "env");
     assert!(env.contains("LC_PROBE=visible"), "{env}");
-    for name in ["AGENT_API_KEY", "DATABASE_URL", "SSH_AUTH_SOCK", "DEPLOY_TOKEN"] {
+    for name in [
+        "AGENT_API_KEY",
+        "DATABASE_URL",
+        "SSH_AUTH_SOCK",
+        "DEPLOY_TOKEN",
+    ] {
         assert!(!env.contains(name), "{name} reached the child: {env}");
     }
     let file = tool_result(&server, "file");
@@ -217,7 +227,11 @@ async fn try_every_leak(extra: &[&str]) {
     let sessions = files_under(&dirs.data.join("sessions"));
     let runs = files_under(&dirs.data.join("runs"));
     let spills = files_under(&dirs.data.join("outputs"));
-    assert_eq!((sessions.len(), runs.len()), (1, 1), "{sessions:?} {runs:?}");
+    assert_eq!(
+        (sessions.len(), runs.len()),
+        (1, 1),
+        "{sessions:?} {runs:?}"
+    );
     assert!(
         spills
             .iter()
@@ -313,7 +327,10 @@ async fn the_child_environment_is_an_allow_list_and_env_sees_the_same() {
         "env() sees exactly what a command sees"
     );
     let path = std::env::var("PATH").unwrap();
-    assert!(script.starts_with(&format!("PATH={path}\nHOME=")), "{script}");
+    assert!(
+        script.starts_with(&format!("PATH={path}\nHOME=")),
+        "{script}"
+    );
     for line in [
         "LC_PROBE=visible",
         "CARGO_HOME=/opt/cargo",
@@ -338,7 +355,10 @@ async fn the_child_environment_is_an_allow_list_and_env_sees_the_same() {
         "env_allow: [],",
         r#"env_allow: ["FOO", "MYAPP_*", "GIT_AUTHOR_NAME", "DATABASE_URL", "DEPLOY_TOKEN"],"#,
     );
-    assert!(policy.contains("MYAPP_*"), "the default has an env_allow line");
+    assert!(
+        policy.contains("MYAPP_*"),
+        "the default has an env_allow line"
+    );
     let (script, shell) = env_views(Some(policy)).await;
     assert_eq!(format!("{script}[exit code: 0]"), shell);
     for line in [
@@ -356,12 +376,10 @@ async fn the_child_environment_is_an_allow_list_and_env_sees_the_same() {
 #[tokio::test]
 async fn a_bad_env_allow_entry_is_reported_by_check() {
     let dirs = Dirs::new();
-    let policy = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/policy.rhai"
-    ))
-    .unwrap()
-    .replace("env_allow: [],", r#"env_allow: ["MY-VAR"],"#);
+    let policy =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/policy.rhai"))
+            .unwrap()
+            .replace("env_allow: [],", r#"env_allow: ["MY-VAR"],"#);
     std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
     let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
     cmd.arg("check");
@@ -409,7 +427,10 @@ async fn proc_attack(as_uid: Option<u32>) -> (String, bool) {
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = tool_result(&server, "p");
-    assert!(text.contains("\n1\n"), "the command's own environ is readable: {text}");
+    assert!(
+        text.contains("\n1\n"),
+        "the command's own environ is readable: {text}"
+    );
     let leaked = ["leak-environ", "leak-mem"].iter().any(|f| {
         let bytes = std::fs::read(dirs.workspace.join(f)).unwrap_or_default();
         bytes
@@ -493,7 +514,9 @@ async fn a_command_cannot_read_the_environment_of_the_agents_parent() {
     let text = tool_result(&server, "p");
     let bytes = std::fs::read(dirs.workspace.join("leak")).unwrap_or_default();
     assert!(
-        !bytes.windows(API_KEY.len()).any(|w| w == API_KEY.as_bytes()),
+        !bytes
+            .windows(API_KEY.len())
+            .any(|w| w == API_KEY.as_bytes()),
         "the parent's environment held the key: {text}"
     );
 }

@@ -658,8 +658,7 @@ impl Agent {
         self.history.push(note);
         self.history.extend(recent);
         if let Some(t) = self.transcript.as_mut()
-            && t
-                .compaction(&self.history[1..], &|line| self.runtime.redact(line))
+            && t.compaction(&self.history[1..], &|line| self.runtime.redact(line))
                 .is_err()
         {
             self.transcript = None;

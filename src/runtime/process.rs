@@ -788,7 +788,11 @@ mod tests {
             let spilled = std::fs::read_to_string(&path).expect("spill file");
             let expected = data.replace(secret, "[redacted]");
             assert_eq!(spilled, expected, "chunks of {size}");
-            assert!(!got.text.contains("sk-live") && !got.text.contains("0123"), "{}", got.text);
+            assert!(
+                !got.text.contains("sk-live") && !got.text.contains("0123"),
+                "{}",
+                got.text
+            );
             assert!(got.text.ends_with("c[redacted]"), "{}", got.text);
             assert_eq!(got.total_bytes, expected.len() as u64);
         }

@@ -206,11 +206,9 @@ pub fn check_allow_entry(entry: &str) -> Result<(), String> {
 pub fn is_secret_var(name: &str) -> bool {
     let upper = name.to_ascii_uppercase().replace("AUTHOR", "");
     upper == "SSH_AUTH_SOCK"
-        || [
-            "KEY", "TOKEN", "SECRET", "PASS", "CRED", "AUTH", "PRIVATE",
-        ]
-        .iter()
-        .any(|needle| upper.contains(needle))
+        || ["KEY", "TOKEN", "SECRET", "PASS", "CRED", "AUTH", "PRIVATE"]
+            .iter()
+            .any(|needle| upper.contains(needle))
 }
 
 /// Whether a variable's *value* is a secret whatever its name: it holds a
@@ -395,9 +393,8 @@ impl Redactor {
         };
         self.longest_encoded = encoded.iter().map(String::len).max().unwrap_or(0);
         let longest_exact = exact.iter().map(String::len).max().unwrap_or(0);
-        self.longest = longest_exact.max(
-            self.longest_encoded + self.longest_encoded.saturating_sub(1) * MAX_GAP_BYTES,
-        );
+        self.longest = longest_exact
+            .max(self.longest_encoded + self.longest_encoded.saturating_sub(1) * MAX_GAP_BYTES);
         match (exact_ac, encoded_nfa) {
             (Ok(exact), Ok(encoded)) => {
                 self.exact = Some(exact);
@@ -600,8 +597,7 @@ fn forms(value: &str) -> (Vec<String>, Vec<String>) {
 /// partial last character are left out, so the result is found inside any
 /// larger base64 text that holds `bytes` at that alignment.
 fn base64_at(bytes: &[u8], offset: usize) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut padded = vec![0u8; offset];
     padded.extend_from_slice(bytes);
     let bits = padded.len() * 8;
@@ -720,7 +716,10 @@ mod tests {
                     } else {
                         ours.clone()
                     };
-                    assert!(encoded.contains(&ours), "{tool} {input:?}: {encoded} ∌ {ours}");
+                    assert!(
+                        encoded.contains(&ours),
+                        "{tool} {input:?}: {encoded} ∌ {ours}"
+                    );
                 }
             }
         }
@@ -746,7 +745,10 @@ mod tests {
         ] {
             let printed = shell(tool, &format!("{KEY}\n"));
             let redacted = r.redact_str(printed.clone());
-            assert!(redacted.contains(REDACTED), "{tool}: {printed:?} -> {redacted:?}");
+            assert!(
+                redacted.contains(REDACTED),
+                "{tool}: {printed:?} -> {redacted:?}"
+            );
             let squeezed: String = redacted.chars().filter(|c| !c.is_whitespace()).collect();
             for form in [
                 KEY.to_string(),
@@ -793,7 +795,10 @@ mod tests {
 
     #[test]
     fn lines_of_a_multiline_value_are_secrets_too() {
-        let pem = format!("-----BEGIN KEY-----\n{}\n-----END KEY-----", "Q".repeat(600));
+        let pem = format!(
+            "-----BEGIN KEY-----\n{}\n-----END KEY-----",
+            "Q".repeat(600)
+        );
         let r = redactor(&[&pem]);
         let out = r.redact_str(format!("head: {}\n", "Q".repeat(600)));
         assert_eq!(out, "head: [redacted]\n");
@@ -854,7 +859,13 @@ mod tests {
         ] {
             assert!(is_secret_var(name), "{name}");
         }
-        for name in ["PATH", "HOME", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "LANG"] {
+        for name in [
+            "PATH",
+            "HOME",
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "LANG",
+        ] {
             assert!(!is_secret_var(name), "{name}");
         }
         for value in [

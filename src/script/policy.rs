@@ -275,7 +275,10 @@ mod tests {
         )
         .unwrap();
         assert!(is_secret(&old, "MINE", "x") && is_secret(&old, "DB", "mysql://u:p@h"));
-        assert!(!is_secret(&old, "GITHUB_TOKEN", "x"), "the script decides names");
+        assert!(
+            !is_secret(&old, "GITHUB_TOKEN", "x"),
+            "the script decides names"
+        );
         assert_eq!(
             PolicySettings::from_script(&p.script).unwrap(),
             PolicySettings::default()
