@@ -274,11 +274,12 @@ impl Session {
         let spill_dir = self.data.outputs(&self.id);
         let env = self.child_env.clone();
         let mut runtime = match &script {
-            Some(script) => Runtime::with_secret_rule(
+            Some(script) => Runtime::with_env_rules(
                 settings.workspace.clone(),
                 spill_dir,
                 env,
-                &|name: &str| crate::script::policy::is_secret(script, name),
+                &policy_settings.env_allow,
+                &|name, value| crate::script::policy::is_secret(script, name, value),
             ),
             None => Runtime::new(settings.workspace.clone(), spill_dir, env),
         };

@@ -15,6 +15,8 @@
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
 //! - `setup`: the one assembly path: what `/reload` and `/model` change and what the session keeps.
+//! - `secrets`: a hostile model after the key: the child environment's
+//!   allow-list, `/proc` of the agent, every encoded form of a secret.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
@@ -37,6 +39,7 @@ mod repl;
 mod runtime_safety;
 mod sandbox;
 mod scripts;
+mod secrets;
 mod setup;
 mod turn_loop;
 mod watchdog_live;

@@ -83,6 +83,7 @@ fn spec(command: &str, workspace: &Path, sandbox: Option<Sandbox>) -> CommandSpe
         label: "call-1".into(),
         spill_cap: agent::runtime::spill::DEFAULT_SPILL_CAP,
         sandbox,
+        redactor: None,
     }
 }
 

@@ -82,7 +82,10 @@ impl Agent {
                 return Ok(TurnOutcome::Cancelled);
             }
             let text = response.content.clone();
-            let verdict = self.on_judge(move |j| j.end_turn(&text, records)).await;
+            let runtime = self.runtime.clone();
+            let verdict = self
+                .on_judge(move |j| j.end_turn(&text, records, &|line| runtime.redact(line)))
+                .await;
             if calls.is_empty() && !response.content.trim().is_empty() {
                 return Ok(TurnOutcome::Done {
                     text: response.content,

@@ -14,12 +14,15 @@
 //!   capped on disk.
 //! - [`sandbox`]: Landlock confinement of shell commands' writes, through
 //!   the agent's own binary as a launcher.
+//! - [`secrets`]: the child environment's allow-list, the secret rule, and
+//!   blanking secret values out of everything the agent writes.
 
 pub mod beneath;
 pub mod fs;
 pub mod policy;
 pub mod process;
 pub mod sandbox;
+pub mod secrets;
 pub mod spill;
 
 use std::path::{Path, PathBuf};
@@ -81,7 +84,8 @@ pub struct Runtime {
     /// Where overflowing outputs are saved (`<data dir>/outputs/<session>`).
     pub spill_dir: PathBuf,
     pub limits: Limits,
-    /// The environment child processes get, already scrubbed of secrets.
+    /// The environment child processes get: the allow-list's variables,
+    /// none a secret (see [`secrets`]). The script API's `env()` reads it.
     pub child_env: Vec<(String, String)>,
     /// Directories file tools may use, held open: the workspace, the spill
     /// dir (so the model can read saved outputs), and any extra roots.
@@ -92,17 +96,13 @@ pub struct Runtime {
     protected: Arc<[PathBuf]>,
     /// The approval policy for commands and writes.
     pub policy: policy::Policy,
-    /// Secret values (the API key, scrubbed variables) removed from every
-    /// tool output.
-    redactions: Vec<String>,
+    /// Blanks secret values (the API key, secret variables) out of tool
+    /// outputs, spill files, transcripts and run logs.
+    redactor: Arc<secrets::Redactor>,
     /// When set, shell commands run confined by Landlock; `None` (the
     /// default) runs them unconfined.
     pub sandbox: Option<sandbox::Sandbox>,
 }
-
-/// Secret values shorter than this are not redacted from outputs: they
-/// would match ordinary text.
-const MIN_REDACTED_LEN: usize = 8;
 
 /// Why a command did not run.
 #[derive(Debug, thiserror::Error)]
@@ -117,25 +117,27 @@ pub enum RunError {
 
 impl Runtime {
     /// A runtime rooted at `workspace`, spilling to `spill_dir`, with the
-    /// given environment scrubbed by [`is_secret_var`] and a policy that
-    /// allows everything.
+    /// default allow-list and secret rule applied to `env` (see
+    /// [`secrets`]) and a policy that allows everything.
     pub fn new(
         workspace: PathBuf,
         spill_dir: PathBuf,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Self {
-        Self::with_secret_rule(workspace, spill_dir, env, &is_secret_var)
+        Self::with_env_rules(workspace, spill_dir, env, &[], &secrets::is_secret_env)
     }
 
-    /// Like [`Runtime::new`], with the script's rule for secret names.
-    pub fn with_secret_rule(
+    /// Like [`Runtime::new`], with `env_allow` from the script added to the
+    /// allow-list and the script's rule for secrets (name, value).
+    pub fn with_env_rules(
         workspace: PathBuf,
         spill_dir: PathBuf,
         env: impl IntoIterator<Item = (String, String)>,
-        is_secret: &dyn Fn(&str) -> bool,
+        env_allow: &[String],
+        is_secret: &dyn Fn(&str, &str) -> bool,
     ) -> Self {
-        let (secret, child_env): (Vec<_>, Vec<_>) =
-            env.into_iter().partition(|(k, _)| is_secret(k));
+        let (child_env, secret) =
+            secrets::split_env(env, &secrets::allow_list(env_allow), is_secret);
         let mut runtime = Runtime {
             workspace,
             spill_dir,
@@ -145,11 +147,7 @@ impl Runtime {
             protected: Arc::from(Vec::new()),
             sandbox: None,
             policy: policy::Policy::default(),
-            redactions: secret
-                .into_iter()
-                .map(|(_, v)| v)
-                .filter(|v| v.len() >= MIN_REDACTED_LEN)
-                .collect(),
+            redactor: Arc::new(secrets::Redactor::new(secret)),
         };
         runtime.set_extra_roots(&[]);
         runtime.protect(&[]);
@@ -174,11 +172,10 @@ impl Runtime {
         self.protected = Arc::from(all);
     }
 
-    /// Adds a secret value to remove from every tool output.
+    /// Adds a secret value to blank out of every output (from
+    /// [`secrets::MIN_REDACTED_LEN`] characters).
     pub fn add_redaction(&mut self, value: &str) {
-        if value.len() >= MIN_REDACTED_LEN && !self.redactions.iter().any(|r| r == value) {
-            self.redactions.push(value.to_string());
-        }
+        Arc::make_mut(&mut self.redactor).extend([value.to_string()]);
     }
 
     /// The same runtime with shell commands confined by the sandbox, run
@@ -190,14 +187,15 @@ impl Runtime {
         self
     }
 
-    /// Removes secret values from a tool's output.
+    /// Blanks secret values, and their reversed, base64 and hex forms, out
+    /// of a text (a tool output, a transcript or run-log line).
     pub fn redact(&self, text: String) -> String {
-        if !self.redactions.iter().any(|r| text.contains(r.as_str())) {
-            return text;
-        }
-        self.redactions
-            .iter()
-            .fold(text, |t, r| t.replace(r.as_str(), "[redacted]"))
+        self.redactor.redact_str(text)
+    }
+
+    /// The redactor, for streams (spill files) and logs.
+    pub fn redactor(&self) -> &Arc<secrets::Redactor> {
+        &self.redactor
     }
 
     /// Places a path a tool was given beneath one of the allowed roots:
@@ -260,6 +258,7 @@ impl Runtime {
             label: sanitize_label(label),
             spill_cap: self.limits.spill_cap,
             sandbox: self.sandbox.clone(),
+            redactor: (!self.redactor.is_empty()).then(|| Arc::clone(&self.redactor)),
         }
     }
 
@@ -320,15 +319,7 @@ pub fn sanitize_label(label: &str) -> String {
     }
 }
 
-/// Whether an environment variable looks like a secret and must not reach
-/// child processes: names containing KEY, TOKEN, SECRET or PASSWORD (any
-/// case), which covers `AGENT_API_KEY` itself.
-pub fn is_secret_var(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-        .iter()
-        .any(|needle| upper.contains(needle))
-}
+pub use secrets::is_secret_var;
 
 #[cfg(test)]
 mod tests {
@@ -361,10 +352,18 @@ mod tests {
             ("db_password", "p"),
             ("AWS_SECRET_ACCESS_KEY", "s"),
             ("HOME", "/h"),
+            ("FOO", "not allowed"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         let rt = Runtime::new(PathBuf::from("/w"), PathBuf::from("/s"), env);
         let names: Vec<&str> = rt.child_env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME"]);
+        // Values of 4 characters and more are blanked; shorter ones can't be.
+        let mut rt = rt;
+        rt.add_redaction("k7%Qz");
+        assert_eq!(
+            rt.redact("db_password=p key=k7%Qz".into()),
+            "db_password=p key=[redacted]"
+        );
     }
 }

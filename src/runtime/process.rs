@@ -10,7 +10,9 @@
 //! Each stream goes into a [`Capture`] that keeps a bounded head and tail for
 //! the model and, once the stream outgrows the cap, saves it whole to a spill
 //! file. Memory stays bounded however much a command prints, and nothing is
-//! lost: the model is told where the full output lives.
+//! lost: the model is told where the full output lives. With a
+//! [`CommandSpec::redactor`], secrets are blanked as bytes arrive, before
+//! they reach the spill file, the head or the tail.
 //!
 //! [`clean_for_model`] turns terminal output into plain text (ANSI escapes
 //! stripped, `\r` progress lines collapsed).
@@ -32,6 +34,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::sandbox::Sandbox;
+use super::secrets::{Redactor, StreamRedactor};
 use super::spill::{SpillFile, SpillTarget};
 
 /// After the shell exits, how long we keep reading its pipes. A background
@@ -82,6 +85,9 @@ pub struct CommandSpec {
     /// When set, the shell is started through the sandbox launcher, with
     /// writes confined by Landlock; see [`super::sandbox`].
     pub sandbox: Option<Sandbox>,
+    /// Secret values to blank out of both streams as they arrive, so no
+    /// spill file ever holds one; `None` when there are none.
+    pub redactor: Option<std::sync::Arc<Redactor>>,
 }
 
 /// How the command ended.
@@ -175,21 +181,18 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
         armed: true,
     };
 
-    let spill = |stream: &'static str| SpillTarget {
-        dir: spec.spill_dir.clone(),
-        label: spec.label.clone(),
-        stream,
-        cap: spec.spill_cap,
+    let capture = |stream: &'static str| {
+        let target = SpillTarget {
+            dir: spec.spill_dir.clone(),
+            label: spec.label.clone(),
+            stream,
+            cap: spec.spill_cap,
+        };
+        Capture::new(spec.output_cap, target).with_redactor(spec.redactor.as_ref())
     };
     let mut pipes = Pipes {
-        stdout: Pipe::new(
-            child.stdout.take(),
-            Capture::new(spec.output_cap, spill("stdout")),
-        ),
-        stderr: Pipe::new(
-            child.stderr.take(),
-            Capture::new(spec.output_cap, spill("stderr")),
-        ),
+        stdout: Pipe::new(child.stdout.take(), capture("stdout")),
+        stderr: Pipe::new(child.stderr.take(), capture("stderr")),
     };
 
     let (status, ended) = match watch(&mut child, &mut pipes, &spec, started, &cancel).await? {
@@ -409,6 +412,10 @@ struct Capture {
     total: u64,
     spill_to: SpillTarget,
     spill: Spill,
+    /// Blanks secrets before bytes are kept or spilled.
+    redactor: Option<StreamRedactor>,
+    /// Reused output buffer of the redactor.
+    clean: Vec<u8>,
 }
 
 /// The state of a capture's spill file.
@@ -431,7 +438,17 @@ impl Capture {
             total: 0,
             spill_to,
             spill: Spill::NotNeeded,
+            redactor: None,
+            clean: Vec::new(),
         }
+    }
+
+    /// Blanks `redactor`'s secrets out of the stream before anything else
+    /// sees it (head, tail and spill file alike, so a secret cut by the
+    /// head/tail boundary cannot leave half of itself behind).
+    fn with_redactor(mut self, redactor: Option<&std::sync::Arc<Redactor>>) -> Self {
+        self.redactor = redactor.map(Redactor::stream);
+        self
     }
 
     fn head_cap(&self) -> usize {
@@ -443,6 +460,20 @@ impl Capture {
     }
 
     fn push(&mut self, chunk: &[u8]) {
+        match self.redactor.as_mut() {
+            None => self.keep(chunk),
+            Some(redactor) => {
+                let mut clean = std::mem::take(&mut self.clean);
+                clean.clear();
+                redactor.feed(chunk, &mut clean);
+                self.keep(&clean);
+                self.clean = clean;
+            }
+        }
+    }
+
+    /// Keeps a chunk of the (blanked) stream: head, tail, spill file.
+    fn keep(&mut self, chunk: &[u8]) {
         let new_total = self.total + chunk.len() as u64;
         if matches!(self.spill, Spill::NotNeeded) && new_total > self.cap as u64 {
             // Nothing has been dropped yet, so head + tail is the whole stream.
@@ -497,7 +528,12 @@ impl Capture {
     }
 
     /// Renders the stream for the model.
-    fn finish(self) -> Captured {
+    fn finish(mut self) -> Captured {
+        if let Some(mut redactor) = self.redactor.take() {
+            let mut rest = Vec::new();
+            redactor.finish(&mut rest);
+            self.keep(&rest);
+        }
         let tail: Vec<u8> = self.tail.into();
         let omitted = self.total - (self.head.len() + tail.len()) as u64;
         let (marker, spilled) = match self.spill {
@@ -661,6 +697,7 @@ mod tests {
             label: "call-1".into(),
             spill_cap: crate::runtime::spill::DEFAULT_SPILL_CAP,
             sandbox: None,
+            redactor: None,
         }
     }
 
@@ -771,6 +808,39 @@ mod tests {
             "{}",
             got.text
         );
+    }
+
+    #[test]
+    fn capture_blanks_secrets_in_the_spill_file_and_around_the_cut() {
+        let secret = "sk-live-0123456789abcdef";
+        let redactor = std::sync::Arc::new(Redactor::new([secret.to_string()]));
+        // The secret sits at the head/tail cut, deep in the middle, and at
+        // the end; chunk sizes put boundaries inside it.
+        let data = format!(
+            "{}{secret}{}{secret}{}{secret}",
+            "a".repeat(20),
+            "b".repeat(200_000),
+            "c".repeat(50)
+        );
+        for size in [1, 7, 4096, 65_536] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut cap = Capture::new(100, target(dir.path())).with_redactor(Some(&redactor));
+            for chunk in data.as_bytes().chunks(size) {
+                cap.push(chunk);
+            }
+            let got = cap.finish();
+            let path = got.spilled.clone().expect("spilled");
+            let spilled = std::fs::read_to_string(&path).expect("spill file");
+            let expected = data.replace(secret, "[redacted]");
+            assert_eq!(spilled, expected, "chunks of {size}");
+            assert!(
+                !got.text.contains("sk-live") && !got.text.contains("0123"),
+                "{}",
+                got.text
+            );
+            assert!(got.text.ends_with("c[redacted]"), "{}", got.text);
+            assert_eq!(got.total_bytes, expected.len() as u64);
+        }
     }
 
     #[test]

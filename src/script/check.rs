@@ -129,8 +129,8 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                     rendered: format!("error: {m}\n --> {}\n", script.display_path()),
                     summary: m,
                 })?;
-            let secret = script.call_hook("is_secret", vec!["SAMPLE_TOKEN".into()])?;
-            expect("is_secret(name)", &secret, secret.is_bool())?;
+            let secret = policy::call_is_secret(script, "SAMPLE_TOKEN", "sample")?;
+            expect("is_secret(name, value)", &secret, secret.is_bool())?;
             let approve = policy::ScriptApprove {
                 script: std::sync::Arc::new(compile(
                     POLICY,
@@ -144,7 +144,7 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
             let decision = script.call_hook("approve", vec![map])?;
             expect("approve(action)", &decision, decision.is_map())?;
             Ok(format!(
-                "settings(), is_secret(name) and approve(action) work; sandbox {}",
+                "settings(), is_secret(name, value) and approve(action) work; sandbox {}",
                 if settings.sandbox { "on" } else { "off" }
             ))
         }

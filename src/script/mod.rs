@@ -181,7 +181,9 @@ fn validate(script: &Script) -> Result<(), String> {
         }
         POLICY => {
             need("settings", 0)?;
-            need("is_secret", 1)?;
+            if !script.has_fn("is_secret", 2) {
+                need("is_secret", 1)?;
+            }
             need("approve", 1)
         }
         MODELS => models::parse(script).map(|_| ()),

@@ -1,5 +1,6 @@
 //! `policy.rhai` for the runtime: its settings (limits, extra roots, the
-//! sandbox switch), the `is_secret(name)` rule, and `approve(action)` as
+//! sandbox switch, the child environment's allow-list), the
+//! `is_secret(name, value)` rule, and `approve(action)` as
 //! the runtime's [`Approve`] hook. A hook that fails never fails open: the
 //! action is asked about (and so denied in one-shot mode without --yes).
 
@@ -26,6 +27,10 @@ pub struct PolicySettings {
     pub sandbox: bool,
     /// Most bytes of one spill file on disk (race-free file access, issue 13).
     pub spill_cap: u64,
+    // --- secrets (issue 15) ---
+    /// Variables commands get besides [`runtime::secrets::DEFAULT_ENV_ALLOW`]:
+    /// names, or prefixes ending in `*`. Secrets are removed anyway.
+    pub env_allow: Vec<String>,
 }
 
 impl Default for PolicySettings {
@@ -39,6 +44,7 @@ impl Default for PolicySettings {
             extra_roots: Vec::new(),
             sandbox: false,
             spill_cap: l.spill_cap,
+            env_allow: Vec::new(),
         }
     }
 }
@@ -64,6 +70,10 @@ impl PolicySettings {
                 runtime::spill::MIN_SPILL_CAP
             ));
         }
+        for entry in &settings.env_allow {
+            runtime::secrets::check_allow_entry(entry)
+                .map_err(|e| format!("settings(): env_allow: {e}"))?;
+        }
         Ok(settings)
     }
 
@@ -80,13 +90,30 @@ impl PolicySettings {
     }
 }
 
-/// Whether the script calls `name` a secret; the built-in rule when the
-/// hook fails.
-pub fn is_secret(script: &Script, name: &str) -> bool {
-    match script.call_hook("is_secret", vec![name.into()]) {
-        Ok(v) => v.as_bool().unwrap_or_else(|_| runtime::is_secret_var(name)),
-        Err(_) => runtime::is_secret_var(name),
+/// Whether the script calls the variable `name` = `value` a secret; the
+/// built-in rule when the hook fails or returns something else than a bool.
+pub fn is_secret(script: &Script, name: &str, value: &str) -> bool {
+    call_is_secret(script, name, value)
+        .ok()
+        .and_then(|v| v.as_bool().ok())
+        .unwrap_or_else(|| runtime::secrets::is_secret_env(name, value))
+}
+
+/// Calls `is_secret(name, value)`, or the older `is_secret(name)`; for the
+/// older form the built-in value rule (URLs with credentials) still applies.
+pub fn call_is_secret(
+    script: &Script,
+    name: &str,
+    value: &str,
+) -> Result<Dynamic, super::ScriptError> {
+    if script.has_fn("is_secret", 2) {
+        return script.call_hook("is_secret", vec![name.into(), value.into()]);
     }
+    let by_name = script.call_hook("is_secret", vec![name.into()])?;
+    Ok(match by_name.as_bool() {
+        Ok(secret) => (secret || runtime::secrets::is_secret_value(value)).into(),
+        Err(_) => by_name,
+    })
 }
 
 /// `approve(action)` as the runtime's approval hook.
@@ -223,8 +250,43 @@ mod tests {
     #[test]
     fn secrets_and_settings_come_from_the_script() {
         let p = default_policy();
-        assert!(is_secret(&p.script, "GITHUB_TOKEN") && is_secret(&p.script, "AGENT_API_KEY"));
-        assert!(!is_secret(&p.script, "PATH"));
+        // The default script and the built-in rule agree.
+        for (name, value) in [
+            ("GITHUB_TOKEN", "x"),
+            ("AGENT_API_KEY", "x"),
+            ("db_password", "x"),
+            ("PGPASSFILE", "/x"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "/x"),
+            ("NPM_AUTH", "x"),
+            ("SSH_AUTH_SOCK", "/tmp/ssh/agent.1"),
+            ("MY_PRIVATE_THING", "x"),
+            ("DATABASE_URL", "postgres://user:password@host/db"),
+            ("REPO", "https://ghp_token@github.com/o/r"),
+            ("PATH", "/bin"),
+            ("GIT_AUTHOR_NAME", "Alice"),
+            ("HOMEPAGE", "https://example.com/a@b"),
+            ("LANG", "C.UTF-8"),
+        ] {
+            assert_eq!(
+                is_secret(&p.script, name, value),
+                runtime::secrets::is_secret_env(name, value),
+                "{name}={value}"
+            );
+        }
+        assert!(is_secret(&p.script, "DATABASE_URL", "postgres://u:p@h/db"));
+        assert!(!is_secret(&p.script, "PATH", "/bin"));
+        // The older one-argument form still works, with the value rule added.
+        let old = compile(
+            POLICY,
+            "fn settings() { #{} }\nfn is_secret(n) { n == \"MINE\" }\nfn approve(a) { #{decision: \"allow\"} }".into(),
+            Origin::User(PathBuf::from("policy.rhai")),
+        )
+        .unwrap();
+        assert!(is_secret(&old, "MINE", "x") && is_secret(&old, "DB", "mysql://u:p@h"));
+        assert!(
+            !is_secret(&old, "GITHUB_TOKEN", "x"),
+            "the script decides names"
+        );
         assert_eq!(
             PolicySettings::from_script(&p.script).unwrap(),
             PolicySettings::default()
@@ -235,7 +297,7 @@ mod tests {
     fn a_broken_hook_fails_closed() {
         let script = compile(
             POLICY,
-            "fn settings() { #{} }\nfn is_secret(n) { false }\nfn approve(a) { a.no_such_field.len() }".into(),
+            "fn settings() { #{} }\nfn is_secret(n, v) { false }\nfn approve(a) { a.no_such_field.len() }".into(),
             Origin::User(PathBuf::from("policy.rhai")),
         )
         .unwrap();

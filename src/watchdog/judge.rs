@@ -128,15 +128,21 @@ impl Judge {
         }
     }
 
-    /// A model turn ended: log it and judge it. Blocking (script rules).
-    pub fn end_turn(&mut self, text: &str, calls: Vec<CallRecord>) -> Verdict {
+    /// A model turn ended: log it (with `redact` blanking secret values)
+    /// and judge it. Blocking (script rules).
+    pub fn end_turn(
+        &mut self,
+        text: &str,
+        calls: Vec<CallRecord>,
+        redact: &dyn Fn(String) -> String,
+    ) -> Verdict {
         let record = TurnRecord {
             user: self.pending_user.take(),
             text: text.to_string(),
             calls,
         };
         if let Some(log) = self.run_log.as_mut()
-            && let Err(e) = log.append(&record)
+            && let Err(e) = log.append(&record, redact)
         {
             let path = log.path().display().to_string();
             self.run_log = None;
@@ -181,7 +187,7 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "one").unwrap();
         let undo = j.after_call("write_file", input, &ToolOutput::ok("wrote"), true);
         assert_ne!(first.workspace, undo.workspace);
-        let v = j.end_turn("", vec![first, undo]);
+        let v = j.end_turn("", vec![first, undo], &|l| l);
         assert_eq!(v.kind(), VerdictKind::Continue, "{v:?}");
     }
 
@@ -200,7 +206,7 @@ mod tests {
         );
         assert_eq!(record.workspace.as_deref(), Some(before.as_str()));
         assert_eq!(record.status, ToolStatus::Failed);
-        j.end_turn("looking", vec![record]);
+        j.end_turn("looking", vec![record], &|l| l);
         let logged = std::fs::read_to_string(log_dir.path().join("r.jsonl")).unwrap();
         assert!(logged.contains("\"user\":\"look\""), "{logged}");
         assert!(j.take_notices().is_empty());

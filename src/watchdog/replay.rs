@@ -95,9 +95,14 @@ impl RunLog {
         &self.path
     }
 
-    /// Appends one turn and flushes. Failures are returned for the caller
-    /// to report; the run goes on either way.
-    pub fn append(&mut self, turn: &TurnRecord) -> std::io::Result<()> {
+    /// Appends one turn and flushes. `redact` blanks secret values out of
+    /// the line. Failures are returned for the caller to report; the run
+    /// goes on either way.
+    pub fn append(
+        &mut self,
+        turn: &TurnRecord,
+        redact: &dyn Fn(String) -> String,
+    ) -> std::io::Result<()> {
         if self.file.is_none() {
             if let Some(dir) = self.path.parent() {
                 std::fs::create_dir_all(dir)?;
@@ -112,9 +117,9 @@ impl RunLog {
         if let Some(f) = self.file.as_mut() {
             // One write per line: a line is never split by a crash between
             // its text and its newline, and a turn costs one system call.
-            let mut line = serde_json::to_vec(turn).map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            f.write_all(&line)?;
+            let mut line = redact(serde_json::to_string(turn).map_err(std::io::Error::other)?);
+            line.push('\n');
+            f.write_all(line.as_bytes())?;
             f.flush()?;
         }
         Ok(())
