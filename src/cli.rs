@@ -100,6 +100,11 @@ pub enum Command {
     },
     /// Show the watchdog on four scripted runs; no key or network needed.
     Demo,
+    /// Try the approval policy (`agent policy test FILE`).
+    Policy {
+        #[command(subcommand)]
+        command: crate::script::policy_test::PolicyCommand,
+    },
     /// Internal: the sandbox launcher. Confines its own writes to the
     /// given dirs (and /dev) with Landlock, then becomes PROGRAM.
     #[command(name = "sandbox-exec", hide = true)]
@@ -184,6 +189,9 @@ pub fn run(cli: Cli, env: &dyn Fn(&str) -> Option<String>) -> u8 {
     match cli.command {
         Some(Command::Init { force }) => return init(&settings, force),
         Some(Command::Check) => return check(&settings, style),
+        Some(Command::Policy { command }) => {
+            return crate::script::policy_test::main(&settings, &command);
+        }
         Some(Command::Replay { file }) => return replay_file(&settings, &file),
         // Handled (and returned from) at the top.
         Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,

@@ -77,6 +77,9 @@ pub fn runtime(
             script,
             workspace: settings.workspace.clone(),
             home: std::env::var("HOME").unwrap_or_default(),
+            config_dir: host.config_dir().to_path_buf(),
+            // The lead wires the real value (whether the sandbox is on).
+            sandboxed: false,
         };
         runtime.policy = Policy::new(Arc::new(approve), asker);
     }

@@ -5,6 +5,8 @@
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
+//! - `policy`: the default policy.rhai over tables of dangerous and everyday
+//!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
@@ -21,6 +23,7 @@ mod common;
 mod binary;
 mod client;
 mod fuzz;
+mod policy;
 mod profiles;
 mod repl;
 mod runtime_safety;

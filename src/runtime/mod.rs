@@ -6,10 +6,14 @@
 //! - [`process`]: run one shell command in its own process group, with a
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
 //! - [`fs`]: path resolution and confinement to the workspace, atomic writes.
+//! - [`command`] and [`effects`]: a shell command parsed for the policy:
+//!   what runs, what it writes, deletes or changes, and what is opaque.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
 //! - [`sandbox`]: Landlock confinement of shell commands' writes, through
 //!   the agent's own binary as a launcher.
 
+pub mod command;
+pub mod effects;
 pub mod fs;
 pub mod policy;
 pub mod process;

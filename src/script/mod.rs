@@ -20,6 +20,8 @@ pub mod engine;
 pub mod error;
 pub mod models;
 pub mod policy;
+pub mod policy_api;
+pub mod policy_test;
 pub mod tools;
 
 use std::path::{Path, PathBuf};
@@ -330,16 +332,9 @@ impl ScriptHost {
 }
 
 fn approve_sample(approve: &policy::ScriptApprove) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("kind".into(), "shell".into());
-    m.insert("command".into(), "rm -rf /tmp/sample".into());
-    m.insert("path".into(), "".into());
-    m.insert(
-        "workspace".into(),
-        approve.workspace.display().to_string().into(),
-    );
-    m.insert("home".into(), approve.home.clone().into());
-    Dynamic::from_map(m)
+    approve.action_map(&crate::runtime::policy::Action::Shell {
+        command: "rm -rf /tmp/sample".into(),
+    })
 }
 
 fn missing(name: &str) -> ScriptError {
@@ -578,6 +573,8 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                 )?),
                 workspace: PathBuf::from("/home/user/project"),
                 home: "/home/user".into(),
+                config_dir: PathBuf::from("/home/user/.config/agent"),
+                sandboxed: false,
             };
             let map = approve_sample(&approve);
             let decision = script.call_hook("approve", vec![map])?;

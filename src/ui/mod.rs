@@ -8,6 +8,7 @@
 //! - [`JsonSink`]: one JSON object per line on stdout, for programs.
 
 pub mod repl;
+pub mod sanitize;
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
