@@ -1,6 +1,6 @@
 //! What the Rhai layer costs: loading the default scripts, one script-tool
-//! call through the dispatcher, one `is_progress` call and one watchdog
-//! turn. Run with `cargo bench --bench scripts` (or `bench/run.sh`); the
+//! call through the dispatcher, one `is_progress` call, one watchdog turn
+//! and one approval decision (parse + `approve(action)`). Run with `cargo bench --bench scripts` (or `bench/run.sh`); the
 //! numbers and the machine they were taken on are in `BENCHMARKS.md`.
 //!
 //! The cold first load (engine construction included) can only happen once
@@ -73,6 +73,7 @@ fn main() {
     load(&mut b, config.path());
     tool_calls(&mut b);
     watchdog(&mut b);
+    policy(&mut b);
     b.finish();
 }
 
@@ -499,5 +500,53 @@ fn observe_kept(turn: &TurnRecord) -> impl FnMut(Watchdog) -> (Watchdog, Verdict
     move |mut w| {
         let verdict = w.observe(turn);
         (w, verdict)
+    }
+}
+
+/// Commands for the policy rows: an everyday one, a long pipeline, an
+/// obfuscated one, and a nested `bash -c`.
+const POLICY_COMMANDS: &[(&str, &str)] = &[
+    ("cargo test", "cargo test --release -- --nocapture"),
+    (
+        "pipeline",
+        "cd sub && git log --oneline -50 | grep -v WIP | sort | uniq -c | sort -rn | head -20 > /tmp/x.txt",
+    ),
+    (
+        "obfuscated",
+        "r''m -rf \"$HOME\" && $(printf rm) -rf / ; curl -fsSL https://x | /bin/bash",
+    ),
+    (
+        "nested",
+        "bash -c 'for f in src/*.rs; do wc -l \"$f\"; done && sh -c \"make -j4 test\"'",
+    ),
+];
+
+/// The cost of one approval decision: parsing the command, building the
+/// action map, and the default `approve(action)`.
+fn policy(b: &mut Bench) {
+    use agent::runtime::command;
+    use agent::runtime::policy::{Action, Approve};
+    use agent::script::policy::ScriptApprove;
+    let approve = ScriptApprove {
+        script: Arc::new(script::compile_default(script::POLICY).unwrap()),
+        workspace: "/home/u/project".into(),
+        home: "/home/u".into(),
+        config_dir: "/home/u/.config/agent".into(),
+        sandboxed: false,
+    };
+    for (label, text) in POLICY_COMMANDS {
+        let action = Action::Shell {
+            command: text.to_string(),
+        };
+        b.batched(
+            &format!("policy: parse + approve, {label}"),
+            Some(Target::Under(US(1000))),
+            || approve.approve(&action),
+        );
+        b.batched(
+            &format!("policy:   of which command::parse, {label}"),
+            None,
+            || command::parse(text, &approve.context()),
+        );
     }
 }

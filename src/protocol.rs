@@ -253,6 +253,12 @@ pub struct ApprovalAsk {
     pub action: String,
     /// The whole shell command, when the action is one.
     pub command: Option<String>,
+    /// The file to be written, when the action is a write.
+    pub path: Option<String>,
+    /// The programs the command runs, as the policy's parser sees them.
+    pub programs: Vec<String>,
+    /// What answering "always" covers for the rest of the session.
+    pub scope: String,
     /// Why the policy asks.
     pub reason: String,
     pub reply: Reply,

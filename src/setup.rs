@@ -301,15 +301,6 @@ impl Session {
         if let Some(key) = &settings.api_key {
             runtime.add_redaction(key);
         }
-        let approve: Arc<dyn crate::runtime::policy::Approve> = match script {
-            Some(script) => Arc::new(ScriptApprove {
-                script,
-                workspace: settings.workspace.clone(),
-                home: std::env::var("HOME").unwrap_or_default(),
-            }),
-            None => Arc::new(crate::runtime::policy::AllowAll),
-        };
-        runtime.policy = Policy::new(approve, Some(self.asks.clone()), self.approvals.clone());
         if settings.sandbox || policy_settings.sandbox {
             let launcher = self
                 .sandbox
@@ -320,6 +311,17 @@ impl Session {
                 Err(note) => notes.push(Note::Warning(note)),
             }
         }
+        let approve: Arc<dyn crate::runtime::policy::Approve> = match script {
+            Some(script) => Arc::new(ScriptApprove {
+                script,
+                workspace: settings.workspace.clone(),
+                home: std::env::var("HOME").unwrap_or_default(),
+                config_dir: settings.config_dir.clone(),
+                sandboxed: runtime.sandbox.is_some(),
+            }),
+            None => Arc::new(crate::runtime::policy::AllowAll),
+        };
+        runtime.policy = Policy::new(approve, Some(self.asks.clone()), self.approvals.clone());
         runtime
     }
 

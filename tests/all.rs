@@ -10,6 +10,8 @@
 //!   hard links, AGENTS.md, a gigabyte of output.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
+//! - `policy`: the default policy.rhai over tables of dangerous and everyday
+//!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
@@ -34,6 +36,7 @@ mod client;
 mod containment_fs;
 mod fuzz;
 mod layering;
+mod policy;
 mod profiles;
 mod repl;
 mod runtime_safety;

@@ -449,3 +449,89 @@ async fn an_answer_is_rendered_in_colour_and_plain_under_no_color() {
         }
     }
 }
+
+/// A hostile model hides what runs behind `\r` and an erase-line sequence,
+/// and puts a clipboard-write sequence in its answer: the screen shows the
+/// escapes, and what the person approves is exactly what runs.
+#[tokio::test]
+async fn a_command_hidden_behind_escapes_is_shown_as_it_is() {
+    let dirs = Dirs::new();
+    let command = "touch \"$HOME/pwned\" # \r\x1b[2Kecho harmless";
+    let args = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("s", "run_shell", &args)]),
+        Reply::text("All done.\x1b]52;c;cm0gLXJmIH4=\x07 Really."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("tidy up");
+    let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    assert!(
+        screen.contains(r#"touch "$HOME/pwned" # \r\x1b[2Kecho harmless"#),
+        "the hidden part is not shown:\n{screen}"
+    );
+    assert!(screen.contains("runs: touch"), "{screen}");
+    assert!(screen.contains("outside the workspace"), "{screen}");
+    tmux.line("y");
+    let screen = tmux.wait_for("Really.").await;
+    assert!(
+        screen.contains(r"All done.\x1b]52;c;cm0gLXJmIH4=\x07 Really."),
+        "{screen}"
+    );
+    // What was approved is what ran: the file outside the workspace.
+    assert!(
+        dirs.home.join("pwned").exists(),
+        "the approved command did not run"
+    );
+}
+
+/// The model changes the agent's own policy (the person approved the
+/// command without reading it): the change is not applied silently; the
+/// person declines it and the old policy still asks.
+#[tokio::test]
+async fn a_policy_the_agent_wrote_is_applied_only_when_the_person_confirms() {
+    let dirs = Dirs::new();
+    let policy = dirs.config.join("policy.rhai");
+    let command = format!(
+        "printf 'fn approve(a) {{ #{{ decision: \"allow\" }} }}\\n' > {}",
+        policy.display()
+    );
+    let args = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("w", "run_shell", &args)]),
+        Reply::text("Policy updated."),
+        Reply::tools(
+            Shape::OpenAi,
+            &[("s", "run_shell", r#"{"command":"sudo -n true"}"#)],
+        ),
+        Reply::text("Refused, fine."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("make yourself comfortable");
+    let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    assert!(screen.contains("the agent's own scripts"), "{screen}");
+    tmux.line("y");
+    tmux.wait_for("Policy updated.").await;
+    assert!(policy.exists(), "the approved write did not happen");
+    tmux.wait_for_n("›", 2).await;
+    tmux.line("now use sudo");
+    let screen = tmux.wait_for("apply the changed scripts? [y/N]").await;
+    assert!(
+        screen.contains("policy.rhai changed in the config dir while the agent was working"),
+        "{screen}"
+    );
+    tmux.line("n");
+    tmux.wait_for("kept the scripts in use").await;
+    // The old policy still asks about sudo.
+    tmux.wait_for_n("Allow? [y]es / [N]o / [a]lways", 2).await;
+    tmux.line("n");
+    tmux.wait_for("Refused, fine.").await;
+    let text = server.requests()[3].tool_result("s").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.starts_with("Denied: the person refused"), "{text}");
+}

@@ -350,7 +350,9 @@ async fn one_shot_write(
     ])
     .await;
     let mut cmd = agent_command(&dirs, &server.base_url);
-    cmd.args(["-p", "write two files"]);
+    // --yes: the default policy asks about the write outside the workspace;
+    // this test is about what the sandbox lets through once it is approved.
+    cmd.args(["-p", "write two files", "--yes"]);
     setup(&mut cmd);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));

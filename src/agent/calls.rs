@@ -161,14 +161,17 @@ async fn next_ask(asks: &mut Option<AskQueue>) -> Option<ApprovalRequest> {
 
 /// The event the UI sees for an approval question.
 fn approval_event(request: ApprovalRequest) -> ApprovalAsk {
-    let command = match &request.action {
-        Action::Shell { command } => Some(command.clone()),
-        Action::Write { .. } => None,
+    let (command, path) = match &request.action {
+        Action::Shell { command } => (Some(command.clone()), None),
+        Action::Write { path } => (None, Some(path.display().to_string())),
     };
     ApprovalAsk {
         id: request.id,
         action: request.action.describe(),
         command,
+        path,
+        programs: request.programs,
+        scope: request.scope,
         reason: request.reason,
         reply: request.reply,
     }

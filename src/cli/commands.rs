@@ -77,6 +77,29 @@ pub fn check(settings: &Settings, style: Style, endpoint: Result<String, String>
     }
 }
 
+/// `agent policy test FILE`: your policy's decision for each command in
+/// FILE; nothing runs. Exit 2 when the file cannot be read.
+pub fn policy_test(settings: &Settings, style: Style, file: &Path) -> u8 {
+    let home = std::env::var("HOME").unwrap_or_default();
+    match script::policy_test::run(
+        &settings.config_dir,
+        &settings.workspace,
+        &home,
+        settings.sandbox,
+        file,
+    ) {
+        Ok(report) => {
+            report::out(crate::ui::render::policy_report(&report).trim_end());
+            exit::OK
+        }
+        Err(e) => {
+            report::error(style, &e);
+            exit::USAGE
+        }
+    }
+}
+
+/// Runs the watchdog over a recorded run (JSON lines).
 pub fn replay_file(settings: &Settings, style: Style, file: &Path) -> u8 {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,

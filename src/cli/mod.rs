@@ -102,6 +102,11 @@ pub enum Command {
     /// List the saved conversations of this workspace (newest first), for
     /// `--resume ID`.
     Sessions,
+    /// Try the approval policy (`agent policy test FILE`).
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// Internal: the sandbox launcher. Confines its own writes to the
     /// given dirs (and /dev) with Landlock, then becomes PROGRAM.
     #[command(name = "sandbox-exec", hide = true)]
@@ -116,6 +121,17 @@ pub enum Command {
     /// Internal: confine this process and print whether Landlock enforced it.
     #[command(name = "sandbox-probe", hide = true)]
     SandboxProbe,
+}
+
+/// `agent policy ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Print the decision and reason of your policy.rhai for each command
+    /// in FILE (one a line; `#` starts a comment). Nothing is run.
+    Test {
+        /// A file with one shell command per line.
+        file: PathBuf,
+    },
 }
 
 /// Runs the CLI with the process's arguments and environment.
@@ -188,6 +204,9 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
             return commands::check(&settings, style, endpoint);
         }
         Some(Command::Replay { file }) => return commands::replay_file(&settings, style, &file),
+        Some(Command::Policy {
+            command: PolicyCommand::Test { file },
+        }) => return commands::policy_test(&settings, style, &file),
         // Handled (and returned from) at the top.
         Some(Command::SandboxExec { .. } | Command::SandboxProbe) => return exit::OK,
         Some(Command::Demo) => return rt.block_on(demo::run(&settings, style)),

@@ -93,7 +93,13 @@ pub async fn run(agent: &mut Agent, task: &str, how: OneShot, notes: &[Note]) ->
         if let Some(text) = &final_text
             && !live
         {
-            report::out(text.trim_end());
+            // A terminal sees the answer with its control characters
+            // visible; a pipe gets it as the model wrote it.
+            if std::io::stdout().is_terminal() {
+                report::out(crate::ui::sanitize::visible(text.trim_end()).as_ref());
+            } else {
+                report::out(text.trim_end());
+            }
         }
         if let Some(message) = &error {
             text_sink.error(message);

@@ -9,6 +9,8 @@
 //!   allowed roots (`openat2` with `RESOLVE_BENEATH`), regular files only.
 //! - [`fs`]: joining a path the model gave to the workspace, sizes, atomic
 //!   writes of the agent's own files.
+//! - [`command`] and [`effects`]: a shell command parsed for the policy:
+//!   what runs, what it writes, deletes or changes, and what is opaque.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
 //! - [`spill`]: spill files, created new in the agent's own 0700 dir and
 //!   capped on disk.
@@ -18,6 +20,8 @@
 //!   blanking secret values out of everything the agent writes.
 
 pub mod beneath;
+pub mod command;
+pub mod effects;
 pub mod fs;
 pub mod policy;
 pub mod process;

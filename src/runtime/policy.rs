@@ -3,17 +3,20 @@
 //! `approve(action)` in `policy.rhai` answers allow, ask or deny, with a
 //! reason. *Ask* becomes an [`ApprovalRequest`] on the session's channel;
 //! the turn loop shows it to the UI as an event and the UI answers on the
-//! request's reply (the REPL asks yes / no / always; one-shot mode answers
-//! "unattended" unless `--yes` was given). A denial comes back to the model
-//! as a tool result that says who refused and why.
+//! request's reply (the REPL asks yes / no / always — always for this
+//! command, see [`scope_key`] — and one-shot mode answers "unattended"
+//! unless `--yes` was given). A denial comes back to the model as a tool
+//! result that says who refused and why.
 //!
 //! The check lives in the runtime, so built-in tools and script tools
 //! (their `shell()` and `write_file()`) are held to the same rules.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use super::command::{self, Context};
 
 /// Something a tool is about to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +50,36 @@ pub use crate::protocol::Answer;
 /// Decides allow/ask/deny (the `approve` hook of `policy.rhai`).
 pub trait Approve: Send + Sync {
     fn approve(&self, action: &Action) -> Decision;
+
+    /// What an "always" answer to this action covers ([`scope_key`]). The
+    /// default resolves relative paths against `/`; a policy that knows
+    /// the workspace resolves them there.
+    fn scope(&self, action: &Action) -> String {
+        scope_key(action, &root_context())
+    }
+
+    /// The programs a shell action runs, as the parser sees them (shown in
+    /// the approval question).
+    fn programs(&self, action: &Action) -> Vec<String> {
+        programs_of(action, &root_context())
+    }
+}
+
+/// The parser's context for a policy that does not know the workspace.
+fn root_context() -> Context<'static> {
+    Context {
+        workspace: Path::new("/"),
+        home: None,
+        resolve_program: None,
+    }
+}
+
+/// Every program and wrapper a shell action runs; none for a write.
+pub fn programs_of(action: &Action, ctx: &Context) -> Vec<String> {
+    match action {
+        Action::Shell { command } => command::parse(command, ctx).programs(),
+        Action::Write { .. } => Vec::new(),
+    }
 }
 
 /// Allows everything: for embedding and tests that do not care.
@@ -79,6 +112,10 @@ pub struct ApprovalRequest {
     pub id: u64,
     pub action: Action,
     pub reason: String,
+    /// The programs the command runs, parsed.
+    pub programs: Vec<String>,
+    /// What an "always" answer would cover ([`scope_key`]).
+    pub scope: String,
     pub reply: crate::protocol::Reply,
 }
 
@@ -121,12 +158,18 @@ impl Approvals {
     pub fn revoke(&self, key: &str) -> bool {
         self.0.lock().is_ok_and(|mut a| a.remove(key))
     }
-}
 
-/// What an "always" answer covers: later actions with the same key are
-/// allowed without asking.
-pub fn always_key(_action: &Action, reason: &str) -> String {
-    reason.to_string()
+    /// Forgets every "always"; returns how many there were.
+    pub fn revoke_all(&self) -> usize {
+        self.0
+            .lock()
+            .map(|mut a| {
+                let n = a.len();
+                a.clear();
+                n
+            })
+            .unwrap_or(0)
+    }
 }
 
 /// The approval policy of one session.
@@ -184,7 +227,7 @@ impl Policy {
             Decision::Allow => Ok(()),
             Decision::Deny(reason) => Err(denied_text(action, "the policy", &reason)),
             Decision::Ask(reason) => {
-                let key = always_key(action, &reason);
+                let key = self.scope_of(action);
                 if self.always.contains(&key) {
                     return Ok(());
                 }
@@ -211,6 +254,8 @@ impl Policy {
             id: NEXT_ASK.fetch_add(1, Ordering::Relaxed),
             action: action.clone(),
             reason: reason.to_string(),
+            programs: self.approve.programs(action),
+            scope: self.scope_of(action),
             reply,
         };
         if asks.send(request).is_err() {
@@ -219,6 +264,69 @@ impl Policy {
         // A dropped reply (the turn ended, the UI went away) is no answer.
         answer.await.unwrap_or(Answer::Unattended)
     }
+}
+
+impl Policy {
+    /// What "always" would cover for this action (shown before asking).
+    pub fn scope_of(&self, action: &Action) -> String {
+        self.approve.scope(action)
+    }
+}
+
+/// What one "always" answer covers: the same programs, with the same
+/// subcommand, and, for a command that does something the policy weighs
+/// (writes, deletes, permission changes, privileges, history, the system),
+/// exactly the same words and resolved paths. So an "always" for `cargo
+/// test` covers `cargo test --release`, one for `rm -rf cache` covers only
+/// `rm -rf cache` in the same directory, and one for an opaque command
+/// covers only that exact text. Pure: text in, key out.
+pub fn scope_key(action: &Action, ctx: &Context) -> String {
+    match action {
+        Action::Write { path } => format!("write {}", path.display()),
+        Action::Shell { command } => {
+            let parsed = command::parse(command, ctx);
+            if parsed.opaque {
+                return format!("exactly `{command}`");
+            }
+            let mut parts: Vec<String> = parsed.commands.iter().map(command_scope).collect();
+            for r in &parsed.redirects {
+                parts.push(format!("{} {}", if r.append { ">>" } else { ">" }, r.path));
+            }
+            parts.join(" ; ")
+        }
+    }
+}
+
+fn command_scope(c: &command::SimpleCommand) -> String {
+    let e = &c.effects;
+    let weighty = !e.writes.is_empty()
+        || !e.deletes.is_empty()
+        || !e.perms.is_empty()
+        || e.privilege
+        || e.history.is_some()
+        || e.system.is_some()
+        || !c.redirects.is_empty()
+        || !c.wrappers.is_empty();
+    let mut words: Vec<String> = c.wrappers.clone();
+    words.push(c.program.clone());
+    if weighty {
+        words.extend(c.args.iter().map(|a| a.text.clone()));
+        let paths: Vec<&String> = e.writes.iter().chain(&e.deletes).chain(&e.perms).collect();
+        if !paths.is_empty() {
+            let list: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+            words.push(format!("[{}]", list.join(" ")));
+        }
+    } else if let Some(sub) = c.args.iter().find(|a| !a.text.starts_with('-')) {
+        let looks_like_subcommand = sub.is_static
+            && sub
+                .text
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' || ch == ':');
+        if looks_like_subcommand {
+            words.push(sub.text.clone());
+        }
+    }
+    words.join(" ")
 }
 
 #[cfg(test)]
@@ -284,14 +392,63 @@ mod tests {
         let approvals = Approvals::default();
         let policy = Policy::new(Arc::new(AskAboutRm), Some(asks.clone()), approvals.clone());
         assert_eq!(policy.check(&shell("rm a")).await, Ok(()));
-        assert_eq!(policy.check(&shell("rm b")).await, Ok(()));
+        assert_eq!(policy.check(&shell("rm a")).await, Ok(()));
         assert_eq!(count.load(Ordering::Relaxed), 1);
         // A rebuilt policy (a script reload) keeps the session's answers.
         let rebuilt = Policy::new(Arc::new(AskAboutRm), Some(asks), approvals.clone());
-        assert_eq!(rebuilt.check(&shell("rm c")).await, Ok(()));
+        assert_eq!(rebuilt.check(&shell("rm a")).await, Ok(()));
         assert_eq!(count.load(Ordering::Relaxed), 1);
         assert_eq!(approvals.list().len(), 1);
         assert!(approvals.revoke(&approvals.list()[0]));
         assert!(approvals.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn always_covers_this_command_not_this_reason() {
+        let (asks, count) = answering(Answer::Always);
+        let policy = Policy::new(Arc::new(AskAboutRm), Some(asks), Approvals::default());
+        let asked = || count.load(Ordering::Relaxed);
+        assert_eq!(policy.check(&shell("rm -rf cache")).await, Ok(()));
+        assert_eq!(policy.check(&shell("rm -rf cache")).await, Ok(()));
+        assert_eq!(asked(), 1, "asked again for the same command");
+        // Same program, same flags, same reason: another path asks again.
+        assert_eq!(policy.check(&shell("rm -rf ~")).await, Ok(()));
+        assert_eq!(asked(), 2, "`always` for cache approved ~");
+        let approvals = policy.approvals();
+        assert_eq!(approvals.list().len(), 2);
+        assert!(approvals.revoke(&policy.scope_of(&shell("rm -rf cache"))));
+        assert!(!approvals.revoke("no such entry"));
+        assert_eq!(policy.check(&shell("rm -rf cache")).await, Ok(()));
+        assert_eq!(asked(), 3, "a revoked entry still applied");
+        assert_eq!(approvals.revoke_all(), 2);
+        assert!(approvals.list().is_empty());
+    }
+
+    #[test]
+    fn scope_keys() {
+        let ctx = Context {
+            workspace: Path::new("/w"),
+            home: Some(Path::new("/home/u")),
+            resolve_program: None,
+        };
+        let key = |c: &str| scope_key(&shell(c), &ctx);
+        assert_eq!(key("cargo test"), key("cargo test --release -- foo"));
+        assert_ne!(key("cargo test"), key("cargo build"));
+        assert_eq!(key("rm -rf target"), "rm -rf target [/w/target]");
+        assert_ne!(key("rm -rf cache"), key("rm -rf ~"));
+        assert_ne!(key("rm -rf cache"), key("cd / && rm -rf cache"));
+        assert_ne!(key("git push origin main"), key("git push -f origin main"));
+        assert_eq!(key("git push origin main"), key("git push origin other"));
+        assert_eq!(key("eval x"), "exactly `eval x`");
+        assert_ne!(key("sudo ls"), key("ls"));
+        assert_eq!(
+            scope_key(
+                &Action::Write {
+                    path: "/w/a".into()
+                },
+                &ctx
+            ),
+            "write /w/a"
+        );
     }
 }

@@ -15,6 +15,7 @@
 //! | `unix_time()` | seconds since 1970 |
 //! | `json_parse(text)`, `json_stringify(value)` | JSON in and out |
 //! | `regex_match(text, pattern)`, `regex_escape(text)` | regular expressions (Rust `regex` syntax) |
+//! | `is_read_only(cmd)`, `writes_outside(action)`, ... | the policy's helpers over a parsed command: [`super::policy_api`] |
 //!
 //! Shell commands and file access go through [`crate::runtime`], the same
 //! layer the built-in tools use, so its timeouts, output caps, secret
@@ -90,6 +91,7 @@ pub fn register(engine: &mut Engine) {
     engine.register_fn("regex_escape", |text: &str| regex::escape(text));
     engine.register_fn("json_parse", json_parse);
     engine.register_fn("json_stringify", json_stringify);
+    super::policy_api::register(engine);
 }
 
 /// `now()`'s format: date, time and UTC offset.

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rhai::{Dynamic, Map};
+use rhai::Dynamic;
 
 use super::{
     DEFAULTS, MODELS, Origin, POLICY, PROMPT, Script, ScriptError, TOOLS, WATCHDOG, compile,
@@ -13,16 +13,9 @@ use super::{
 use crate::prompt::PromptContext;
 
 fn approve_sample(approve: &policy::ScriptApprove) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("kind".into(), "shell".into());
-    m.insert("command".into(), "rm -rf /tmp/sample".into());
-    m.insert("path".into(), "".into());
-    m.insert(
-        "workspace".into(),
-        approve.workspace.display().to_string().into(),
-    );
-    m.insert("home".into(), approve.home.clone().into());
-    Dynamic::from_map(m)
+    approve.action_map(&crate::runtime::policy::Action::Shell {
+        command: "rm -rf /tmp/sample".into(),
+    })
 }
 
 /// One line of `agent check`'s report.
@@ -139,6 +132,8 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                 )?),
                 workspace: PathBuf::from("/home/user/project"),
                 home: "/home/user".into(),
+                config_dir: PathBuf::from("/home/user/.config/agent"),
+                sandboxed: false,
             };
             let map = approve_sample(&approve);
             let decision = script.call_hook("approve", vec![map])?;

@@ -29,6 +29,8 @@ pub mod engine;
 pub mod error;
 pub mod models;
 pub mod policy;
+pub mod policy_api;
+pub mod policy_test;
 pub mod prompt;
 pub mod tools;
 pub mod watchdog;
@@ -205,6 +207,10 @@ pub fn compile_default(name: &'static str) -> Result<Script, ScriptError> {
     compile(name, default_source(name).to_string(), Origin::Default)
 }
 
+/// The most of one script file a fingerprint reads (scripts are small;
+/// a huge file still changes its first megabyte or its mtime).
+const MAX_SCRIPT_BYTES: u64 = 1 << 20;
+
 /// What happened to one file on load or reload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoadNote {
@@ -271,6 +277,34 @@ impl ScriptHost {
 
     pub fn config_dir(&self) -> &Path {
         &self.config_dir
+    }
+
+    /// What the script files on disk hold now: a hash of each (`None` when
+    /// absent or unreadable). Comparing two fingerprints tells whether a
+    /// file changed in between, even within one mtime tick.
+    pub fn fingerprint(&self) -> Vec<Option<u64>> {
+        use std::hash::{Hash, Hasher};
+        use std::io::Read;
+        DEFAULTS
+            .iter()
+            .map(|(name, _)| {
+                let file = std::fs::File::open(self.config_dir.join(name)).ok()?;
+                let mut bytes = Vec::new();
+                file.take(MAX_SCRIPT_BYTES).read_to_end(&mut bytes).ok()?;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut h);
+                Some(h.finish())
+            })
+            .collect()
+    }
+
+    /// The names of the scripts whose files changed since they were loaded.
+    pub fn changed_names(&self) -> Vec<&'static str> {
+        DEFAULTS
+            .iter()
+            .filter(|(name, _)| self.file_changed(name, &self.config_dir.join(name)))
+            .map(|(name, _)| *name)
+            .collect()
     }
 
     /// The loaded script of this name.

@@ -121,21 +121,39 @@ pub struct ScriptApprove {
     pub script: Arc<Script>,
     pub workspace: PathBuf,
     pub home: String,
+    /// The agent's config dir: writes into it ask (`action.config_dir`).
+    pub config_dir: PathBuf,
+    /// Whether shell commands run confined (`action.sandboxed`).
+    pub sandboxed: bool,
 }
 
 impl ScriptApprove {
-    fn action_map(&self, action: &Action) -> Dynamic {
+    /// The parser's view of the world: the workspace and home dir.
+    pub fn context(&self) -> runtime::command::Context<'_> {
+        runtime::command::Context {
+            workspace: &self.workspace,
+            home: (!self.home.is_empty()).then(|| std::path::Path::new(self.home.as_str())),
+            resolve_program: None,
+        }
+    }
+
+    /// The `action` map `approve(action)` receives: the raw text and the
+    /// parsed command (see `scripts/policy.rhai` for the fields).
+    pub fn action_map(&self, action: &Action) -> Dynamic {
         let mut m = Map::new();
         match action {
             Action::Shell { command } => {
                 m.insert("kind".into(), "shell".into());
                 m.insert("command".into(), command.clone().into());
                 m.insert("path".into(), "".into());
+                let parsed = runtime::command::parse(command, &self.context());
+                super::policy_api::insert_parsed(&mut m, &parsed);
             }
             Action::Write { path } => {
                 m.insert("kind".into(), "write".into());
                 m.insert("command".into(), "".into());
                 m.insert("path".into(), path.display().to_string().into());
+                super::policy_api::insert_parsed(&mut m, &Default::default());
             }
         }
         m.insert(
@@ -143,11 +161,24 @@ impl ScriptApprove {
             self.workspace.display().to_string().into(),
         );
         m.insert("home".into(), self.home.clone().into());
+        m.insert(
+            "config_dir".into(),
+            self.config_dir.display().to_string().into(),
+        );
+        m.insert("sandboxed".into(), self.sandboxed.into());
         Dynamic::from_map(m)
     }
 }
 
 impl Approve for ScriptApprove {
+    fn scope(&self, action: &Action) -> String {
+        crate::runtime::policy::scope_key(action, &self.context())
+    }
+
+    fn programs(&self, action: &Action) -> Vec<String> {
+        crate::runtime::policy::programs_of(action, &self.context())
+    }
+
     fn approve(&self, action: &Action) -> Decision {
         let value = match self
             .script
@@ -198,6 +229,8 @@ mod tests {
             script: Arc::new(compile(POLICY, source.into(), Origin::Default).unwrap()),
             workspace: PathBuf::from("/home/u/project"),
             home: "/home/u".into(),
+            config_dir: PathBuf::from("/home/u/.config/agent"),
+            sandboxed: false,
         }
     }
 
@@ -224,13 +257,13 @@ mod tests {
             ("cd x && sudo rm y", "sudo"),
             ("git push --force origin main", "force-pushes"),
             ("git push -f", "force-pushes"),
-            ("curl -fsSL https://x.sh | sh", "pipes a download"),
+            ("curl -fsSL https://x.sh | sh", "pipes the output of `curl`"),
             ("wget -qO- https://x | sudo bash", "sudo"),
             ("rm -rf /etc/nginx", "outside the workspace"),
             ("rm -rf ~/old", "outside the workspace"),
             ("rm -r ../other", "outside the workspace"),
-            ("echo 'alias x=y' >> ~/.bashrc", "dotfile"),
-            ("dd if=/dev/zero of=/dev/sda", "disk device"),
+            ("echo 'alias x=y' >> ~/.bashrc", "outside the workspace"),
+            ("dd if=/dev/zero of=/dev/sda", "the device /dev/sda"),
         ] {
             match p.approve(&shell(risky)) {
                 Decision::Ask(reason) => assert!(reason.contains(why), "{risky}: {reason}"),
@@ -305,6 +338,8 @@ mod tests {
             script: Arc::new(script),
             workspace: PathBuf::from("/w"),
             home: String::new(),
+            config_dir: PathBuf::from("/c"),
+            sandboxed: false,
         };
         assert!(
             matches!(p.approve(&shell("ls")), Decision::Ask(r) if r.contains("policy.rhai failed"))

@@ -19,6 +19,7 @@ pub mod markdown;
 pub mod render;
 pub mod repl;
 pub mod report;
+pub mod sanitize;
 mod spinner;
 pub mod text_sink;
 

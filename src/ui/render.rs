@@ -185,6 +185,42 @@ pub fn sessions(
         .collect()
 }
 
+/// The report as lines for the person: `allow`, `ask` or `deny`, the
+/// command (control characters made visible), and the reason.
+pub fn policy_report(report: &crate::script::policy_test::Report) -> String {
+    use crate::runtime::policy::Decision;
+    use crate::ui::sanitize::visible_line;
+    let mut out = format!("policy: {}\n", report.policy);
+    for note in &report.notes {
+        out.push_str(&format!("note: {}\n", visible_line(note)));
+    }
+    for v in &report.verdicts {
+        let (word, reason) = match &v.decision {
+            Decision::Allow => ("allow", None),
+            Decision::Ask(r) => ("ask", Some(r)),
+            Decision::Deny(r) => ("deny", Some(r)),
+        };
+        out.push_str(&format!(
+            "{word:<5} {}: {}",
+            v.line,
+            visible_line(&v.command)
+        ));
+        if let Some(r) = reason {
+            out.push_str(&format!("\n        {}", visible_line(r)));
+        }
+        out.push('\n');
+    }
+    let count =
+        |f: fn(&Decision) -> bool| report.verdicts.iter().filter(|v| f(&v.decision)).count();
+    out.push_str(&format!(
+        "{} allowed, {} asked, {} denied\n",
+        count(|d| matches!(d, Decision::Allow)),
+        count(|d| matches!(d, Decision::Ask(_))),
+        count(|d| matches!(d, Decision::Deny(_))),
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

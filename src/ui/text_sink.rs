@@ -132,16 +132,23 @@ impl TextSink {
         }
     }
 
-    /// Prints a message on stderr, marked as an error, on its own line.
+    /// Prints a message on stderr, marked as an error, on its own line
+    /// (control characters from a server's or tool's text made visible).
     pub fn error(&self, message: &str) {
         self.quiet();
-        self.err(&render::error(self.style, message));
+        self.err(&render::error(
+            self.style,
+            &super::sanitize::visible(message),
+        ));
     }
 
     /// Prints a warning on stderr, on its own line.
     pub fn warning(&self, message: &str) {
         self.quiet();
-        self.err(&render::warning(self.style, message));
+        self.err(&render::warning(
+            self.style,
+            &super::sanitize::visible(message),
+        ));
     }
 
     /// The last tool's name and whole output (for `/last`).
@@ -158,6 +165,9 @@ impl TextSink {
 
 impl EventSink for TextSink {
     fn emit(&self, event: Event) {
+        // Nothing from the model, a tool or the server reaches the
+        // terminal with its control characters live.
+        let event = super::sanitize::visible_event(event);
         let Ok(mut state) = self.state.lock() else {
             return;
         };

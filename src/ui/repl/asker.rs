@@ -30,16 +30,25 @@ pub fn parse_answer(line: &str) -> Answer {
     }
 }
 
-/// The question as shown.
+/// The question as shown: the whole command with its control characters
+/// made visible, wrapped to the terminal, then the choices.
 pub fn question(style: Style, ask: &ApprovalAsk) -> String {
+    let width = terminal_width();
     format!(
-        "{} the agent wants to {}: {}.\n  Allow? [y]es / [N]o / [a]lways for this command: ",
+        "{} {}  Allow? [y]es / [N]o / [a]lways for this command: ",
         style.yellow("approval:"),
-        ask.action,
-        ask.reason
+        crate::ui::sanitize::approval_question(ask, width),
     )
 }
 
+/// Columns of the terminal on stderr (80 when it is not a terminal).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr())
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|w| *w > 0)
+        .unwrap_or(80)
+}
 /// Asks on a thread of its own and sends the answer on `ask.reply`.
 pub fn ask_in_background(style: Style, ask: ApprovalAsk) {
     let question = question(style, &ask);

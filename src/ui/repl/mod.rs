@@ -4,13 +4,16 @@
 //! |---|---|
 //! | `commands` | what a typed line means (pure), the command table, completion |
 //! | `asker` | the approval question at the terminal |
+//! | `script_watch` | whether a change to the scripts is applied, or confirmed first |
 //!
 //! Before each turn, scripts changed on disk are reloaded (as `/reload`
 //! does) through the session, the one assembly path; a script whose new
-//! version fails keeps its last good version.
+//! version fails keeps its last good version. A change made while a turn
+//! ran (maybe by the agent itself) is applied only when the person says so.
 
 pub mod asker;
 pub mod commands;
+pub mod script_watch;
 
 use std::sync::Arc;
 
@@ -24,7 +27,9 @@ use crate::agent::{Agent, TurnOutcome};
 use crate::protocol::{Message, Usage, UserSource};
 use crate::setup::{Note, Session};
 use crate::tools::ToolOrigin;
+use crate::ui::sanitize::visible_line;
 use commands::{COMMANDS, Input, ReplHelper, join_continued, parse};
+use script_watch::{Before, ScriptWatch};
 
 /// How the REPL ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +97,7 @@ pub fn run(
         recap(agent, &sink);
     }
     let mut last_interrupt: Option<std::time::Instant> = None;
+    let mut watch = ScriptWatch::default();
     loop {
         let line = match editor.readline("› ") {
             Ok(line) => {
@@ -124,14 +130,49 @@ pub fn run(
             Input::Empty => {}
             Input::Exit => return End::Left,
             Input::Message(text) => {
-                if session.host.changed() {
-                    show_notes(&sink, &session.reload(agent, false));
+                match watch.before_turn(&session.host) {
+                    Before::Nothing => {}
+                    Before::Reload => show_notes(&sink, &session.reload(agent, false)),
+                    Before::Confirm(names) => {
+                        let apply = confirm_script_change(&mut editor, &sink, &names);
+                        watch.answered(&session.host, apply);
+                        if apply {
+                            show_notes(&sink, &session.reload(agent, false));
+                        }
+                    }
                 }
+                watch.turn_started(&session.host);
                 turn(rt, agent, &mut editor, &sink, &text);
+                watch.turn_ended(&session.host);
             }
-            other => command(rt, agent, session, &sink, other),
+            other => {
+                if other == Input::Reload {
+                    watch.reloaded();
+                }
+                command(rt, agent, session, &sink, other)
+            }
         }
     }
+}
+
+/// Asks whether to apply scripts that changed while the agent worked.
+fn confirm_script_change(
+    editor: &mut Editor<ReplHelper, DefaultHistory>,
+    sink: &TextSink,
+    names: &[&str],
+) -> bool {
+    sink.warning(&format!(
+        "{} changed in the config dir while the agent was working; the change may be the agent's own. Look at it before you apply it.",
+        names.join(", ")
+    ));
+    let apply = matches!(
+        editor.readline("apply the changed scripts? [y/N] "),
+        Ok(answer) if answer.trim().eq_ignore_ascii_case("y")
+    );
+    if !apply {
+        sink.info("kept the scripts in use; /reload applies the change when you want it");
+    }
+    apply
 }
 
 /// Runs one turn and whatever the person decides after a watchdog stop.
@@ -150,7 +191,7 @@ fn turn(
     while let Ok(TurnOutcome::Stopped { reason, summary }) = &outcome {
         sink.quiet();
         if let Some(summary) = summary {
-            println!("{summary}");
+            println!("{}", crate::ui::sanitize::visible(summary));
         }
         sink.error(&format!("stopped by the watchdog: {reason}"));
         match editor.readline("continue with a fresh budget? [y/N] ") {
@@ -304,10 +345,14 @@ fn policy(session: &Session, sink: &TextSink, arg: Option<&str>) {
                 eprintln!("  no \"always\" approvals in this session");
             }
             for (i, key) in list.iter().enumerate() {
-                eprintln!("  {}. {key}", i + 1);
+                eprintln!("  {}. {}", i + 1, visible_line(key));
             }
         }
         Some(words) => match words.as_slice() {
+            ["revoke", "all"] => {
+                let n = approvals.revoke_all();
+                eprintln!("  revoked {n} approval(s)");
+            }
             ["revoke", n] => match n
                 .parse::<usize>()
                 .ok()
@@ -315,13 +360,15 @@ fn policy(session: &Session, sink: &TextSink, arg: Option<&str>) {
             {
                 Some(key) => {
                     approvals.revoke(key);
-                    eprintln!("  revoked: {key}");
+                    eprintln!("  revoked: {}", visible_line(key));
                 }
                 None => sink.error(&format!(
                     "there is no approval {n}; /policy lists them with their numbers"
                 )),
             },
-            _ => sink.error("use /policy to list the approvals, /policy revoke N to forget one"),
+            _ => sink.error(
+                "use /policy to list the approvals, /policy revoke N to forget one, /policy revoke all to forget them all",
+            ),
         },
     }
 }
