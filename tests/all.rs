@@ -11,6 +11,7 @@
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `search`: the `grep` and `glob` tools in a repository with an ignored `target/`.
 //! - `setup`: the one assembly path: what `/reload` and `/model` change and what the session keeps.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
@@ -33,6 +34,7 @@ mod repl;
 mod runtime_safety;
 mod sandbox;
 mod scripts;
+mod search;
 mod setup;
 mod turn_loop;
 mod watchdog_live;

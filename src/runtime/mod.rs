@@ -83,6 +83,9 @@ pub struct Runtime {
     /// When set, shell commands run confined by Landlock; `None` (the
     /// default) runs them unconfined.
     pub sandbox: Option<sandbox::Sandbox>,
+    /// The agent's data dir (transcripts, run logs, spilled outputs): the
+    /// search tools never walk into it, even when it lies in the workspace.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Secret values shorter than this are not redacted from outputs: they
@@ -128,6 +131,7 @@ impl Runtime {
             child_env,
             roots: Vec::new(),
             sandbox: None,
+            data_dir: None,
             policy: policy::Policy::default(),
             redactions: secret
                 .into_iter()

@@ -1,6 +1,6 @@
-//! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`
-//! and `list_dir`, one file each, plus their model-facing texts in
-//! [`messages`].
+//! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`,
+//! `list_dir`, `grep` and `glob`, one file each, plus their model-facing
+//! texts in [`messages`].
 //!
 //! Every tool reaches the machine through `runtime` (processes through
 //! `runtime::process`, paths through `runtime::fs::resolve`), runs blocking
@@ -8,6 +8,8 @@
 //! [`ToolOutput`] that says what went wrong and what to do next.
 
 mod edit;
+mod glob;
+mod grep;
 mod list;
 pub mod messages;
 mod read;
@@ -21,6 +23,8 @@ use super::{Tool, ToolContext};
 use crate::protocol::{ErrorKind, ToolOutput};
 
 pub use edit::EditFile;
+pub use glob::Glob;
+pub use grep::Grep;
 pub use list::ListDir;
 pub use read::ReadFile;
 pub use shell::RunShell;
@@ -34,6 +38,8 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
         Arc::new(WriteFile::new()),
         Arc::new(EditFile::new()),
         Arc::new(ListDir::new()),
+        Arc::new(Grep::new()),
+        Arc::new(Glob::new()),
     ]
 }
 
@@ -141,7 +147,9 @@ mod tests {
                 "read_file",
                 "write_file",
                 "edit_file",
-                "list_dir"
+                "list_dir",
+                "grep",
+                "glob"
             ]
         );
         for tool in registry.tools() {
