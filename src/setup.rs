@@ -284,6 +284,7 @@ impl Session {
             None => Runtime::new(settings.workspace.clone(), spill_dir, env),
         };
         runtime.limits = policy_settings.limits();
+        runtime.data_dir = Some(self.data.root().to_path_buf());
         let extra: Vec<PathBuf> = policy_settings
             .extra_roots
             .iter()

@@ -16,6 +16,7 @@
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `search`: the `grep` and `glob` tools in a repository with an ignored `target/`.
 //! - `setup`: the one assembly path: what `/reload` and `/model` change and what the session keeps.
 //! - `secrets`: a hostile model after the key: the child environment's
 //!   allow-list, `/proc` of the agent, every encoded form of a secret.
@@ -42,6 +43,7 @@ mod repl;
 mod runtime_safety;
 mod sandbox;
 mod scripts;
+mod search;
 mod secrets;
 mod setup;
 mod turn_loop;

@@ -103,6 +103,8 @@ async fn a_users_tool_is_called_and_its_result_reaches_the_model() {
             "write_file",
             "edit_file",
             "list_dir",
+            "grep",
+            "glob",
             "clock",
             "word_count",
             "spin",
@@ -257,7 +259,7 @@ async fn prompt_script_agents_md_and_a_replaced_builtin() {
         "{system}"
     );
     assert!(
-        system.contains("Tools: 5.") && system.ends_with("Always run cargo fmt."),
+        system.contains("Tools: 7.") && system.ends_with("Always run cargo fmt."),
         "{system}"
     );
     assert!(!first.body.to_string().contains("planted"));

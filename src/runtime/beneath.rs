@@ -543,6 +543,11 @@ impl Located {
         }
     }
 
+    /// The root this path lies beneath.
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
     /// See [`Root::open_read`].
     pub fn open_read(&self) -> Result<(File, Meta), AccessError> {
         self.root.open_read(&self.rel)

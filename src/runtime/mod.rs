@@ -106,6 +106,9 @@ pub struct Runtime {
     /// When set, shell commands run confined by Landlock; `None` (the
     /// default) runs them unconfined.
     pub sandbox: Option<sandbox::Sandbox>,
+    /// The agent's data dir (transcripts, run logs, spilled outputs): the
+    /// search tools never walk into it, even when it lies in the workspace.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Why a command did not run.
@@ -150,6 +153,7 @@ impl Runtime {
             roots: Vec::new(),
             protected: Arc::from(Vec::new()),
             sandbox: None,
+            data_dir: None,
             policy: policy::Policy::default(),
             redactor: Arc::new(secrets::Redactor::new(secret)),
         };

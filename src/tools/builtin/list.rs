@@ -1,6 +1,6 @@
 //! `list_dir`: the entries of one directory, sorted by name, with kinds and
 //! sizes. Not recursive: a recursive listing of a real project is too large
-//! to be useful, and `run_shell` with `find` or `rg --files` does it better.
+//! to be useful, and `glob` (by name) or `grep` (by content) does it better.
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -19,7 +19,7 @@ pub const MAX_ENTRIES: usize = 1000;
 const DEFAULT_PATH: &str = ".";
 
 const DESCRIPTION: &str = "Lists the entries of one directory, sorted by name: `name/  (dir)`, `name  (file, SIZE)`, `name -> target  (symlink)`. \
-Not recursive; for a recursive listing or a search by name use run_shell with `find` or `rg --files`.";
+Not recursive; to find files by name at any depth use glob, to search their contents use grep.";
 
 /// The `list_dir` tool.
 pub struct ListDir {

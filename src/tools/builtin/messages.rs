@@ -278,3 +278,87 @@ pub const SHELL_CANCELLED: &str = "[cancelled by the person]";
 fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }
 }
+
+// ---- grep and glob ----
+
+/// The path to search does not exist.
+pub fn search_not_found(path: &str) -> String {
+    format!(
+        "Error: {path} does not exist. Use list_dir (or glob) to find the right path, or leave `path` out to search the whole workspace."
+    )
+}
+
+pub fn grep_bad_regex(pattern: &str, err: &str) -> String {
+    format!(
+        "Error: `{pattern}` is not a valid regular expression (Rust regex syntax): {err}\nFix the pattern and call grep again; escape special characters such as ( [ {{ . * + ? with a backslash to match them literally."
+    )
+}
+
+pub fn grep_bad_glob(glob: &str, err: &str) -> String {
+    format!(
+        "Error: the glob `{glob}` is not valid: {err}. Use a pattern such as `*.rs`, `src/**/*.ts`, or `!tests/**` to exclude."
+    )
+}
+
+pub fn grep_bad_mode(mode: &str) -> String {
+    format!(
+        "Error: output_mode `{mode}` is not known; use `content`, `files` or `count` (or leave it out for `content`)."
+    )
+}
+
+pub fn grep_no_matches(pattern: &str, path: &str) -> String {
+    format!(
+        "No matches for `{pattern}` in {path} (files ignored by .gitignore, hidden files and binary files are not searched). Try a broader pattern, case_insensitive, or another path."
+    )
+}
+
+/// Last line of a `content` search past its cap.
+pub fn grep_more(matches: u64, files: u64) -> String {
+    let unit = plural(matches, "match", "matches");
+    let in_files = plural(files, "file", "files");
+    format!(
+        "[{matches} more {unit} in {files} {in_files} not shown; narrow the pattern or add a glob/path]"
+    )
+}
+
+/// Last line of a `files` or `count` search past its cap.
+pub fn grep_more_files(files: u64) -> String {
+    let unit = plural(files, "file", "files");
+    format!("[{files} more {unit} with matches not shown; narrow the pattern or add a glob/path]")
+}
+
+/// What a search left out besides ignored files.
+pub fn search_skipped(binary: u64, unreadable: u64) -> String {
+    let mut parts = Vec::new();
+    if binary > 0 {
+        parts.push(format!(
+            "{binary} binary {} skipped",
+            plural(binary, "file", "files")
+        ));
+    }
+    if unreadable > 0 {
+        parts.push(format!(
+            "{unreadable} {} could not be read",
+            plural(unreadable, "entry", "entries")
+        ));
+    }
+    format!("[{}]", parts.join("; "))
+}
+
+pub fn glob_bad_pattern(pattern: &str, err: &str) -> String {
+    format!(
+        "Error: the glob `{pattern}` is not valid: {err}. Use a pattern such as `*.rs` (any depth), `src/*.rs` (one directory) or `**/test_*.py`."
+    )
+}
+
+pub fn glob_no_matches(pattern: &str, path: &str) -> String {
+    format!(
+        "No files match `{pattern}` in {path} (files ignored by .gitignore and hidden files are not listed). A pattern without `/` matches file names at any depth; one with `/` matches the path from {path}."
+    )
+}
+
+/// Last line of a glob past its cap.
+pub fn glob_more(more: usize) -> String {
+    let unit = plural(more as u64, "file", "files");
+    format!("[{more} more {unit} not shown (oldest); narrow the pattern or give a path]")
+}

@@ -1,6 +1,6 @@
-//! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`
-//! and `list_dir`, one file each, plus their model-facing texts in
-//! [`messages`].
+//! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`,
+//! `list_dir`, `grep` and `glob`, one file each, plus their model-facing
+//! texts in [`messages`].
 //!
 //! Every tool reaches the machine through `runtime` (processes through
 //! `runtime::process`, files through a `runtime::beneath::Located` handle
@@ -9,6 +9,8 @@
 //! [`ToolOutput`] that says what went wrong and what to do next.
 
 mod edit;
+mod glob;
+mod grep;
 mod list;
 pub mod messages;
 mod read;
@@ -22,6 +24,8 @@ use crate::protocol::{ErrorKind, ToolOutput};
 use crate::runtime::beneath::{AccessError, Located};
 
 pub use edit::EditFile;
+pub use glob::Glob;
+pub use grep::Grep;
 pub use list::ListDir;
 pub use read::ReadFile;
 /// `read_file`'s limits, which the script API's `read_file` obeys too.
@@ -37,6 +41,8 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
         Arc::new(WriteFile::new()),
         Arc::new(EditFile::new()),
         Arc::new(ListDir::new()),
+        Arc::new(Grep::new()),
+        Arc::new(Glob::new()),
     ]
 }
 
@@ -168,7 +174,9 @@ mod tests {
                 "read_file",
                 "write_file",
                 "edit_file",
-                "list_dir"
+                "list_dir",
+                "grep",
+                "glob"
             ]
         );
         for tool in registry.tools() {

@@ -28,7 +28,7 @@ Each call starts a fresh shell; `cd` and variables do not carry over, so chain s
 Timeout: {default} s by default, at most {max} s (`timeout`); a command that prints nothing for {idle} s is killed. \
 Long output is cut in the middle and saved whole to a file whose path is given. \
 Servers, watchers and other long-running processes never finish: start them in the background with output redirected (`cmd > log 2>&1 &`) and read the log. \
-Prefer read_file, write_file, edit_file and list_dir for file work.",
+Prefer read_file, write_file, edit_file and list_dir for file work, and grep and glob over `grep -r`, `rg` and `find`.",
         default = DEFAULT_SHELL_TIMEOUT.as_secs(),
         max = MAX_SHELL_TIMEOUT.as_secs(),
         idle = DEFAULT_INACTIVITY_TIMEOUT.as_secs(),
