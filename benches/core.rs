@@ -1,5 +1,7 @@
 //! What the Rust core costs per model call: decoding the streamed answer
-//! (SSE framing + chunk assembly) and building the next request body. Run
+//! (SSE framing + chunk assembly), building the next request body, and the
+//! watchdog's workspace identity after a shell call (a walk of the tree, no
+//! git). Run
 //! with `cargo bench --bench core` (or `bench/run.sh`); the numbers and the
 //! machine are in `BENCHMARKS.md`.
 //!
@@ -8,19 +10,22 @@
 //! and `system_fingerprint` fields; text arrives a word or two per chunk;
 //! tool-call arguments arrive in fragments of a few characters.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A benchmark reports its numbers on stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 
 use std::hint::black_box;
 use std::ops::Range;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use agent::client::StreamDecoder;
 use agent::client::sse::SseParser;
 use agent::client::wire;
 use agent::protocol::{Message, ToolCall, ToolStatus};
 use agent::script::ScriptHost;
-use agent::session;
+use agent::setup;
 use common::{Bench, Target};
 use serde_json::{Map, Value, json};
 
@@ -35,6 +40,7 @@ fn main() {
     let mut b = Bench::new("core: streaming and requests");
     sse(&mut b);
     request(&mut b);
+    workspace(&mut b);
     b.finish();
 }
 
@@ -297,7 +303,7 @@ fn request(b: &mut Bench) {
     // The prompt and the tools array of a default startup.
     let config = tempfile::tempdir().unwrap();
     let (host, _) = ScriptHost::load(config.path());
-    let setup = session::assemble(&host, Path::new("/home/user/project"), "deepseek-chat");
+    let setup = setup::assemble(&host, Path::new("/home/user/project"), "deepseek-chat");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let history = history(&mut rng, setup.system_prompt);
     let tools = setup.registry.to_openai_json();
@@ -339,5 +345,88 @@ fn request(b: &mut Bench) {
         "request:   before: then serialise the tree (to_vec)",
         None,
         || serde_json::to_vec(&tree),
+    );
+}
+
+/// Files of the source-like tree the workspace identity walks.
+const TREE_FILES: usize = 10_000;
+/// Files of the ignored `target/` beside it, which must cost nothing.
+const IGNORED_FILES: usize = 20_000;
+/// Untracked big files of the second tree (issue 16: 2.6 s per call with
+/// `git status`).
+const BIG_FILES: usize = 400;
+const BIG_FILE_BYTES: u64 = 4 << 20;
+
+/// `WorkspaceTracker::after_call(None)` (what follows every shell call)
+/// on a 10,000-file tree with a large ignored `target/`, unchanged and
+/// after one file changed; and on 400 untracked 4 MB files.
+fn workspace(b: &mut Bench) {
+    use agent::watchdog::workspace::WorkspaceTracker;
+    let names = ["workspace id", "workspace id 400"];
+    if !names.iter().any(|n| b.wants(n)) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tree");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    for i in 0..TREE_FILES {
+        let sub = root.join(format!("src/m{:03}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&sub).unwrap();
+        }
+        std::fs::write(
+            sub.join(format!("f{i}.rs")),
+            format!("fn f{i}() {{}}\n").repeat(40),
+        )
+        .unwrap();
+    }
+    for i in 0..IGNORED_FILES {
+        let sub = root.join(format!("target/debug/d{:03}", i / 200));
+        if i % 200 == 0 {
+            std::fs::create_dir_all(&sub).unwrap();
+        }
+        std::fs::write(sub.join(format!("o{i}")), "obj").unwrap();
+    }
+    let mut ws = WorkspaceTracker::new(root.clone());
+    let first = Instant::now();
+    ws.current();
+    let first = first.elapsed();
+    println!(
+        "{:<58} {:>12}",
+        "workspace id: first walk (hashes everything)",
+        format!("{:.1} ms", first.as_secs_f64() * 1e3)
+    );
+    b.batched(
+        "workspace id: 10,000 files, nothing changed",
+        Some(Target::Under(Duration::from_millis(5))),
+        || ws.after_call(None),
+    );
+    let changed = root.join("src/m050/f5000.rs");
+    let mut n = 0u64;
+    b.each(
+        "workspace id: 10,000 files, one file changed",
+        Some(Target::Under(Duration::from_millis(5))),
+        50,
+        || {
+            n += 1;
+            std::fs::write(&changed, format!("changed {n}\n")).unwrap();
+        },
+        |()| ws.after_call(None),
+    );
+
+    let big = dir.path().join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    for i in 0..BIG_FILES {
+        // Sparse: the bench needs the sizes, not 1.6 GB of disk.
+        let f = std::fs::File::create(big.join(format!("blob{i}.bin"))).unwrap();
+        f.set_len(BIG_FILE_BYTES).unwrap();
+    }
+    let mut ws = WorkspaceTracker::new(big);
+    ws.current();
+    b.batched(
+        "workspace id 400: untracked 4 MB files, nothing changed",
+        Some(Target::Under(Duration::from_millis(5))),
+        || ws.after_call(None),
     );
 }

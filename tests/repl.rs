@@ -10,6 +10,14 @@ use crate::common::mock::{MockServer, Reply, Shape};
 use crate::common::tmux::Tmux;
 use crate::common::{Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_for, output, stderr};
 
+/// Writes the default policy with the sandbox off into the config dir.
+fn sandbox_off(dirs: &Dirs) {
+    let policy =
+        include_str!("../scripts/policy.rhai").replace("sandbox: \"auto\",", "sandbox: \"off\",");
+    assert!(policy.contains("sandbox: \"off\","));
+    std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
+}
+
 fn contents(server: &MockServer, request: usize) -> Vec<String> {
     server.requests()[request]
         .messages()
@@ -27,6 +35,12 @@ async fn a_prompt_is_answered_with_streamed_text() {
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
     tmux.wait_for("type a task").await;
+    // The banner names the model and says a local server needs no key.
+    let banner = tmux.wait_for("no key needed").await;
+    assert!(
+        banner.contains("mock-model at http://127.0.0.1:"),
+        "{banner}"
+    );
     tmux.line("say hello");
     tmux.wait_for("Hello from the mock model, streamed in pieces.")
         .await;
@@ -124,6 +138,9 @@ async fn history_persists_across_runs_and_multi_line_input_works() {
     let screen = tmux.wait_for("second line").await;
     assert!(screen.contains("first line"), "{screen}");
     tmux.press("C-c");
+    // The second Ctrl+C reaches the line editor only once it reads again.
+    tmux.wait_for("(Ctrl+C again to leave").await;
+    tmux.wait_for_n("›", 2).await;
     tmux.press("C-c");
     tmux.wait_for("__EXITED__0").await;
 }
@@ -206,6 +223,10 @@ async fn reload_after_editing_tools_rhai_and_resume_in_the_repl() {
         server.requests()[2].tool_result("n").unwrap()["content"],
         "HI"
     );
+    // The new profile's window is the one shown (/model switched it).
+    tmux.wait_for("context 1% of 32768").await;
+    // Ctrl+D reaches the line editor only once it is reading again.
+    tmux.wait_for_n("›", 7).await;
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
     drop(tmux);
@@ -355,4 +376,176 @@ async fn ctrl_c_on_an_open_approval_question_keeps_the_next_line() {
     tmux.wait_for("Heard you.").await;
     assert_eq!(contents(&server, 1).last().unwrap(), "next message");
     server.assert_protocol();
+}
+
+#[tokio::test]
+async fn one_shot_in_a_terminal_streams_the_answer() {
+    use crate::common::mock::{chunks, done_after, text_events};
+    let dirs = Dirs::new();
+    let events = text_events("Streaming first. Then the rest.");
+    // Everything up to "Streaming first." at once, the rest much later.
+    let (head, tail) = events.split_at(5);
+    let mut stream = chunks(head);
+    let mut later = chunks(tail);
+    later[0].delay = std::time::Duration::from_secs(4);
+    stream.extend(later);
+    stream.push(done_after(std::time::Duration::ZERO));
+    let server = MockServer::start(vec![Reply::Sse(stream)]).await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &["-p", "stream please"], &[]);
+    // The first part is on the screen while the rest is still held back,
+    // so it was streamed, not printed at the end.
+    let screen = tmux.wait_for("Streaming first.").await;
+    assert!(!screen.contains("Then the rest."), "{screen}");
+    tmux.wait_for("Then the rest.").await;
+    let screen = tmux.wait_for("__EXITED__0").await;
+    assert_eq!(
+        screen.matches("Then the rest.").count(),
+        1,
+        "printed once: {screen}"
+    );
+}
+
+#[tokio::test]
+async fn a_running_tool_shows_its_time_and_then_its_output() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("s", "run_shell", r#"{"command":"sleep 3; echo all-done"}"#)],
+        ),
+        Reply::tools(
+            Shape::OpenAi,
+            &[("f", "run_shell", r#"{"command":"ls /no/such/dir"}"#)],
+        ),
+        Reply::text("Finished."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("run it");
+    // While it runs: what runs and for how long.
+    tmux.wait_for("running run_shell…").await;
+    // When it ends: a preview of what it printed.
+    tmux.wait_for("    all-done").await;
+    // A failure shows its first error line, not a section marker.
+    let screen = tmux.wait_for("✗ exit 2: ls: cannot access").await;
+    assert!(!screen.contains("✗ exit 2: [stderr]"), "{screen}");
+    tmux.wait_for("Finished.").await;
+    tmux.wait_for_n("›", 2).await;
+    tmux.line("/last");
+    tmux.wait_for("── run_shell ──").await;
+}
+
+#[tokio::test]
+async fn an_answer_is_rendered_in_colour_and_plain_under_no_color() {
+    let answer = "# Plan\n- first **bold** item\n```rust\nfn main() {}\n```\nDone.";
+    for (no_color, rendered) in [("", true), ("1", false)] {
+        let dirs = Dirs::new();
+        let server = MockServer::start(vec![Reply::text(answer)]).await;
+        let tmux = Tmux::start(&dirs, &server.base_url, &[], &[("NO_COLOR", no_color)]);
+        tmux.wait_for("type a task").await;
+        tmux.line("plan it");
+        let screen = tmux.wait_for("Done.").await;
+        if rendered {
+            assert!(screen.contains("• first bold item"), "{screen}");
+            assert!(!screen.contains("**bold**"), "{screen}");
+            assert!(!screen.contains("# Plan"), "{screen}");
+            assert!(screen.contains("  fn main() {}"), "{screen}");
+        } else {
+            assert!(screen.contains("- first **bold** item"), "{screen}");
+            assert!(screen.contains("# Plan"), "{screen}");
+        }
+    }
+}
+
+/// A hostile model hides what runs behind `\r` and an erase-line sequence,
+/// and puts a clipboard-write sequence in its answer: the screen shows the
+/// escapes, and what the person approves is exactly what runs.
+#[tokio::test]
+async fn a_command_hidden_behind_escapes_is_shown_as_it_is() {
+    let dirs = Dirs::new();
+    // The sandbox would refuse the write outside the workspace; this test
+    // is about what the screen shows and what the person approves.
+    sandbox_off(&dirs);
+    let command = "touch \"$HOME/pwned\" # \r\x1b[2Kecho harmless";
+    let args = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("s", "run_shell", &args)]),
+        Reply::text("All done.\x1b]52;c;cm0gLXJmIH4=\x07 Really."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("tidy up");
+    let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    assert!(
+        screen.contains(r#"touch "$HOME/pwned" # \r\x1b[2Kecho harmless"#),
+        "the hidden part is not shown:\n{screen}"
+    );
+    assert!(screen.contains("runs: touch"), "{screen}");
+    assert!(screen.contains("outside the workspace"), "{screen}");
+    tmux.line("y");
+    let screen = tmux.wait_for("Really.").await;
+    assert!(
+        screen.contains(r"All done.\x1b]52;c;cm0gLXJmIH4=\x07 Really."),
+        "{screen}"
+    );
+    // What was approved is what ran: the file outside the workspace.
+    assert!(
+        dirs.home.join("pwned").exists(),
+        "the approved command did not run"
+    );
+}
+
+/// The model changes the agent's own policy (the person approved the
+/// command without reading it): the change is not applied silently; the
+/// person declines it and the old policy still asks.
+#[tokio::test]
+async fn a_policy_the_agent_wrote_is_applied_only_when_the_person_confirms() {
+    let dirs = Dirs::new();
+    // The sandbox keeps the config dir read-only to commands; this test is
+    // about the layer behind it, for a person who turned the sandbox off.
+    sandbox_off(&dirs);
+    let policy = dirs.config.join("policy.rhai");
+    let command = format!(
+        "printf 'fn approve(a) {{ #{{ decision: \"allow\" }} }}\\n' > {}",
+        policy.display()
+    );
+    let args = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("w", "run_shell", &args)]),
+        Reply::text("Policy updated."),
+        Reply::tools(
+            Shape::OpenAi,
+            &[("s", "run_shell", r#"{"command":"sudo -n true"}"#)],
+        ),
+        Reply::text("Refused, fine."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("make yourself comfortable");
+    let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    assert!(screen.contains("the agent's own scripts"), "{screen}");
+    tmux.line("y");
+    tmux.wait_for("Policy updated.").await;
+    assert!(policy.exists(), "the approved write did not happen");
+    tmux.wait_for_n("›", 2).await;
+    tmux.line("now use sudo");
+    let screen = tmux.wait_for("apply the changed scripts? [y/N]").await;
+    assert!(
+        screen.contains("policy.rhai changed in the config dir while the agent was working"),
+        "{screen}"
+    );
+    tmux.line("n");
+    tmux.wait_for("kept the scripts in use").await;
+    // The old policy still asks about sudo.
+    tmux.wait_for_n("Allow? [y]es / [N]o / [a]lways", 2).await;
+    tmux.line("n");
+    tmux.wait_for("Refused, fine.").await;
+    let text = server.requests()[3].tool_result("s").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.starts_with("Denied: the person refused"), "{text}");
 }

@@ -136,12 +136,12 @@ async fn secrets_stay_out_of_children_and_outputs() {
     cmd.env("AGENT_API_KEY", "sk-live-0123456789")
         .env("GITHUB_TOKEN", "ghp_abcdefghijkl")
         .env("MY_PASSWORD", "hunter2hunter2")
-        .env("VISIBLE", "yes")
+        .env("LC_VISIBLE", "yes")
         .args(["-p", "show env"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let env = result(&server, "e");
-    assert!(env.contains("VISIBLE=yes"), "{env}");
+    assert!(env.contains("LC_VISIBLE=yes"), "{env}");
     for name in ["AGENT_API_KEY", "GITHUB_TOKEN", "MY_PASSWORD"] {
         assert!(!env.contains(name), "{name} reached the child: {env}");
     }
@@ -180,7 +180,7 @@ async fn a_huge_output_is_bounded_and_saved_whole() {
     assert!(
         text.contains("bytes omitted"),
         "{}",
-        &text[..200.min(text.len())]
+        agent::text::prefix(&text, 200)
     );
     let spilled: Vec<_> = walk(&dirs.data.join("outputs"))
         .into_iter()

@@ -101,7 +101,9 @@ fn spec(command: &str, s: &Setup) -> CommandSpec {
         output_cap: 30_000,
         spill_dir: s.temp.join("spill-not-used"),
         label: "call-1".into(),
+        spill_cap: agent::runtime::spill::DEFAULT_SPILL_CAP,
         sandbox: Some(s.sandbox.clone()),
+        redactor: None,
     }
 }
 
@@ -552,16 +554,21 @@ async fn a_missing_launcher_is_a_start_error() {
 
 #[tokio::test]
 async fn the_launcher_reports_a_missing_program_like_a_shell() {
-    let out = tokio::time::timeout(
-        STEP_TIMEOUT,
-        tokio::process::Command::new(launcher())
-            .args(["sandbox-exec", "--", "/nonexistent/program"])
-            .stdin(std::process::Stdio::piped())
-            .output(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let mut child = tokio::process::Command::new(launcher())
+        .args(["sandbox-exec", "--", "/nonexistent/program"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The lifeline stays open, as the agent keeps it: its EOF would end
+    // the namespace first.
+    let lifeline = child.stdin.take();
+    let out = tokio::time::timeout(STEP_TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(lifeline);
     assert_eq!(out.status.code(), Some(127));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot run /nonexistent/program"), "{err}");
@@ -653,7 +660,9 @@ async fn one_shot_write(policy: Option<&str>, args: &[&str]) -> (String, bool, S
     ])
     .await;
     let mut cmd = agent_command(&dirs, &server.base_url);
-    cmd.args(["-p", "write two files"]).args(args);
+    // --yes: the default policy asks about the write outside the workspace;
+    // this test is about what the sandbox lets through once it is approved.
+    cmd.args(["-p", "write two files", "--yes"]).args(args);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
     server.assert_protocol();

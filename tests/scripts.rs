@@ -32,7 +32,7 @@ const USER_TOOLS: &str = r#"
         name: "env_probe",
         description: "Shows what a child process sees.",
         parameters: #{ type: "object", properties: #{} },
-        handler: |args| shell("echo key=[$AGENT_API_KEY] foo=[$FOO]").stdout,
+        handler: |args| shell("echo key=[$AGENT_API_KEY] foo=[$LC_FOO]").stdout,
     },
 ]
 "#;
@@ -65,7 +65,7 @@ async fn a_users_tool_is_called_and_its_result_reaches_the_model() {
     .await;
     let mut cmd = agent_command(&dirs, &server.base_url);
     cmd.env("AGENT_API_KEY", "sk-do-not-leak")
-        .env("FOO", "bar")
+        .env("LC_FOO", "bar")
         .args(["-p", "what time is it?"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
@@ -103,6 +103,8 @@ async fn a_users_tool_is_called_and_its_result_reaches_the_model() {
             "write_file",
             "edit_file",
             "list_dir",
+            "grep",
+            "glob",
             "clock",
             "word_count",
             "spin",
@@ -257,7 +259,7 @@ async fn prompt_script_agents_md_and_a_replaced_builtin() {
         "{system}"
     );
     assert!(
-        system.contains("Tools: 5.") && system.ends_with("Always run cargo fmt."),
+        system.contains("Tools: 7.") && system.ends_with("Always run cargo fmt."),
         "{system}"
     );
     assert!(!first.body.to_string().contains("planted"));

@@ -67,7 +67,9 @@ async fn a_tool_result_reaches_the_model() {
             "read_file",
             "write_file",
             "edit_file",
-            "list_dir"
+            "list_dir",
+            "grep",
+            "glob"
         ]
     );
     server.assert_protocol();

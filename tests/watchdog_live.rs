@@ -120,7 +120,7 @@ async fn a_stalled_stream_is_retried_inside_a_turn() {
     let mut config = client_config(&server.base_url);
     config.idle_timeout = Duration::from_millis(300);
     let mut agent = agent::agent::Agent::new(
-        ChatClient::new(config).unwrap(),
+        std::sync::Arc::new(ChatClient::new(config).unwrap()),
         agent_for(&server.base_url, &dirs).registry().clone(),
         std::sync::Arc::new(agent::runtime::Runtime::new(
             dirs.workspace.clone(),
@@ -128,6 +128,7 @@ async fn a_stalled_stream_is_retried_inside_a_turn() {
             Vec::new(),
         )),
         "sys".into(),
+        crate::common::judge(&dirs),
     );
     let recorder = Recorder::default();
     let outcome = tokio::time::timeout(

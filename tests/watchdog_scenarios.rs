@@ -175,20 +175,23 @@ fn live(turns: &[TurnRecord]) -> Vec<TurnRecord> {
 /// The verdicts for `turns` (stamped by [`live`]) from the default
 /// watchdog, as `(turn number, verdict)`.
 fn verdicts(turns: &[TurnRecord]) -> Vec<(usize, Verdict)> {
-    replay::run(&mut agent::agent::default_watchdog(), &live(turns))
+    replay::run(
+        &mut agent::script::watchdog::default_watchdog().0,
+        &live(turns),
+    )
 }
 
 /// One line per verdict, for failure messages.
 fn dump(verdicts: &[(usize, Verdict)]) -> String {
     verdicts
         .iter()
-        .map(|(n, v)| format!("  turn {n}: {} {}", v.kind.as_str(), v.reason))
+        .map(|(n, v)| format!("  turn {n}: {} {}", v.kind().as_str(), v.reason()))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 fn first(verdicts: &[(usize, Verdict)], kind: VerdictKind) -> Option<&(usize, Verdict)> {
-    verdicts.iter().find(|(_, v)| v.kind == kind)
+    verdicts.iter().find(|(_, v)| v.kind() == kind)
 }
 
 /// Asserts the must-trip contract for a runaway loop whose first turn is
@@ -210,10 +213,10 @@ fn trips(turns: &[TurnRecord], start: usize, rule: &str) -> (usize, usize) {
         "repaired at turn {repair}, late for a loop that started at {start}:\n{log}"
     );
     assert!(
-        rv.reason.starts_with(rule),
+        rv.reason().starts_with(rule),
         "repaired by the wrong rule (expected {rule}):\n{log}"
     );
-    assert!(rv.repair_text.as_deref().is_some_and(|t| t.contains(rule)));
+    assert!(matches!(rv, Verdict::Repair { text, .. } if text.contains(rule)));
     let (stop, sv) =
         first(&v, VerdictKind::Stop).unwrap_or_else(|| panic!("no stop; verdicts:\n{log}"));
     assert!(
@@ -221,7 +224,7 @@ fn trips(turns: &[TurnRecord], start: usize, rule: &str) -> (usize, usize) {
         "stopped at turn {stop}, not soon after the repair at {repair}:\n{log}"
     );
     assert!(
-        !sv.reason.starts_with("hard_cap") && !sv.reason.starts_with("max_steps"),
+        !sv.reason().starts_with("hard_cap") && !sv.reason().starts_with("max_steps"),
         "stopped by the budget, not by a detector:\n{log}"
     );
     assert_eq!(v.last().map(|(n, _)| *n), Some(*stop), "{log}");
@@ -236,7 +239,7 @@ fn runs_clean(turns: &[TurnRecord]) {
     assert_eq!(v.len(), turns.len(), "turns were skipped:\n{log}");
     assert!(
         v.iter()
-            .all(|(_, v)| matches!(v.kind, VerdictKind::Continue | VerdictKind::Notice)),
+            .all(|(_, v)| matches!(v.kind(), VerdictKind::Continue | VerdictKind::Notice)),
         "the watchdog stepped in:\n{log}"
     );
 }
@@ -681,7 +684,7 @@ fn waiting_forever_must_trip_eventually() {
     let v = verdicts(&turns);
     let (repair, rv) = first(&v, VerdictKind::Repair).expect("repaired");
     assert_eq!(*repair, 8, "{}", dump(&v));
-    assert!(rv.reason.starts_with("poll_repeats"), "{}", dump(&v));
+    assert!(rv.reason().starts_with("poll_repeats"), "{}", dump(&v));
     let (stop, _) = first(&v, VerdictKind::Stop).expect("stopped");
     assert_eq!(*stop, 9, "{}", dump(&v));
 }
@@ -708,7 +711,7 @@ fn second_loop_after_a_repair_must_trip_with_a_stop() {
     )]);
     turns.extend(times(4, cat));
     let v = verdicts(&turns);
-    let kinds: Vec<&str> = v.iter().map(|(_, v)| v.kind.as_str()).collect();
+    let kinds: Vec<&str> = v.iter().map(|(_, v)| v.kind().as_str()).collect();
     assert_eq!(
         kinds,
         [
@@ -718,7 +721,7 @@ fn second_loop_after_a_repair_must_trip_with_a_stop() {
         "{}",
         dump(&v)
     );
-    assert!(v[9].1.reason.starts_with("repeated_action"));
+    assert!(v[9].1.reason().starts_with("repeated_action"));
 }
 
 /// A diligent agent that makes progress every turn has its budget renewed
@@ -740,27 +743,36 @@ fn diligent_agent_is_renewed_up_to_the_hard_cap_then_stopped() {
     assert_eq!(v.len(), 48, "{log}");
     for (n, verdict) in &v[..47] {
         assert!(
-            matches!(verdict.kind, VerdictKind::Continue | VerdictKind::Notice),
+            matches!(verdict.kind(), VerdictKind::Continue | VerdictKind::Notice),
             "turn {n}:\n{log}"
         );
     }
     // Renewed at turns 10, 22 and 34; notices only before the cap.
-    let limits: Vec<u32> = v.iter().map(|(_, v)| v.limit).collect();
+    let limits: Vec<u32> = v.iter().map(|(_, v)| v.budget().limit).collect();
     assert_eq!(limits[8], 12);
     assert_eq!(limits[9], 24);
     assert_eq!(limits[21], 36);
     assert_eq!(limits[33], 48);
     let notices: Vec<usize> = v
         .iter()
-        .filter(|(_, v)| v.kind == VerdictKind::Notice)
+        .filter(|(_, v)| v.kind() == VerdictKind::Notice)
         .map(|(n, _)| *n)
         .collect();
     assert_eq!(notices, [46, 47], "{log}");
     let (n, last) = &v[47];
     assert_eq!(*n, 48);
-    assert_eq!(last.kind, VerdictKind::Stop);
-    assert!(last.reason.starts_with("hard_cap"), "{log}");
-    assert!(last.summarise, "the model gets a last turn to summarise");
+    assert_eq!(last.kind(), VerdictKind::Stop);
+    assert!(last.reason().starts_with("hard_cap"), "{log}");
+    assert!(
+        matches!(
+            last,
+            Verdict::Stop {
+                summarise: true,
+                ..
+            }
+        ),
+        "the model gets a last turn to summarise"
+    );
 }
 
 // ---- must not trip ----
@@ -1155,7 +1167,7 @@ fn new_user_message_after_a_stop_must_not_trip() {
     )]));
     turns.push(answer("The server port is 8080."));
     let v = verdicts(&turns);
-    let kinds: Vec<(usize, &str)> = v.iter().map(|(n, v)| (*n, v.kind.as_str())).collect();
+    let kinds: Vec<(usize, &str)> = v.iter().map(|(n, v)| (*n, v.kind().as_str())).collect();
     assert_eq!(
         kinds,
         [
@@ -1181,12 +1193,12 @@ fn replay_text_of_an_ls_loop_must_trip() {
     let line = r#"{"text": "Let me check again.", "calls": [{"name": "run_shell", "input": {"command": "ls"}, "status": "completed", "output": "Cargo.toml\nsrc\n[exit code: 0]", "exit_code": 0}]}"#;
     let text = format!(
         "{{\"user\": \"Where is the config?\", {}\n{}",
-        &line[1..],
+        line.get(1..).unwrap_or(""),
         format!("{line}\n").repeat(5)
     );
     let turns = replay::parse(&text).expect("parses");
     assert_eq!(turns.len(), 6);
-    let v = replay::run(&mut agent::agent::default_watchdog(), &turns);
+    let v = replay::run(&mut agent::script::watchdog::default_watchdog().0, &turns);
     let lines: Vec<serde_json::Value> =
         v.iter().map(|(n, v)| replay::verdict_json(*n, v)).collect();
     let kinds: Vec<&str> = lines.iter().filter_map(|l| l["verdict"].as_str()).collect();
@@ -1217,10 +1229,10 @@ fn replay_text_of_a_wait_then_migration_must_not_trip() {
 "#;
     let turns = replay::parse(text).expect("parses");
     assert_eq!(turns.len(), 8);
-    let v = replay::run(&mut agent::agent::default_watchdog(), &turns);
+    let v = replay::run(&mut agent::script::watchdog::default_watchdog().0, &turns);
     assert_eq!(v.len(), 8, "{}", dump(&v));
     assert!(
-        v.iter().all(|(_, v)| v.kind == VerdictKind::Continue),
+        v.iter().all(|(_, v)| v.kind() == VerdictKind::Continue),
         "{}",
         dump(&v)
     );

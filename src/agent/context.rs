@@ -101,19 +101,11 @@ fn shorten(text: &str) -> String {
     if text.len() <= MAX_RENDERED_MESSAGE {
         return text.to_string();
     }
-    let mut head = MAX_RENDERED_MESSAGE / 2;
-    while !text.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail = text.len() - MAX_RENDERED_MESSAGE / 2;
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
+    let head = crate::text::prefix(text, MAX_RENDERED_MESSAGE / 2);
+    let tail = crate::text::suffix(text, MAX_RENDERED_MESSAGE / 2);
     format!(
-        "{}\n[… {} characters left out …]\n{}",
-        &text[..head],
-        tail - head,
-        &text[tail..]
+        "{head}\n[… {} characters left out …]\n{tail}",
+        text.len() - head.len() - tail.len(),
     )
 }
 

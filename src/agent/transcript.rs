@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::data_dir::DataDir;
 use crate::protocol::{Message, ToolStatus};
 
 /// The first line of a transcript.
@@ -84,10 +85,15 @@ impl Transcript {
 
     /// Records a compaction: the history from here on is `kept` (the summary
     /// and the recent messages); a loader drops everything before it.
-    pub fn compaction(&mut self, kept: &[Message]) -> std::io::Result<()> {
+    /// `redact` blanks secret values, as in [`Transcript::append`].
+    pub fn compaction(
+        &mut self,
+        kept: &[Message],
+        redact: &dyn Fn(String) -> String,
+    ) -> std::io::Result<()> {
         writeln!(self.file, "{}", serde_json::json!({"type": COMPACTION}))?;
         for m in kept {
-            let line = serde_json::to_string(m).map_err(std::io::Error::other)?;
+            let line = redact(serde_json::to_string(m).map_err(std::io::Error::other)?);
             writeln!(self.file, "{line}")?;
         }
         self.file.flush()
@@ -188,30 +194,116 @@ pub fn repair(messages: Vec<Message>) -> Vec<Message> {
     out
 }
 
-/// The newest transcript in `dir` for `workspace` (by modification time).
+/// A saved conversation, as `/sessions` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionInfo {
+    pub id: String,
+    pub path: PathBuf,
+    /// When it started (the header's RFC 3339 time).
+    pub started: String,
+    /// The person's first request, if any.
+    pub first_request: Option<String>,
+    /// Messages after the header.
+    pub messages: usize,
+    modified: std::time::SystemTime,
+}
+
+/// The saved conversations of `workspace` in `dir`, newest first.
+/// Conversations without a message (a `/clear` nobody typed after) are
+/// left out.
+pub fn list(dir: &Path, workspace: &Path) -> Vec<SessionInfo> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<SessionInfo> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "jsonl") {
+                return None;
+            }
+            let modified = entry.metadata().and_then(|m| m.modified()).ok()?;
+            let mut lines = BufReader::new(File::open(&path).ok()?).lines();
+            let header: Header = serde_json::from_str(&lines.next()?.ok()?).ok()?;
+            if header.kind != "session" || header.workspace != workspace {
+                return None;
+            }
+            let mut messages = 0;
+            let mut first_request = None;
+            for line in lines.map_while(Result::ok) {
+                if let Ok(m) = serde_json::from_str::<Message>(&line) {
+                    messages += 1;
+                    if let (None, Message::User { content, source }) = (&first_request, &m)
+                        && *source == crate::protocol::UserSource::Person
+                    {
+                        first_request = Some(content.clone());
+                    }
+                }
+            }
+            (messages > 0).then_some(SessionInfo {
+                id: header.id,
+                path,
+                started: header.started,
+                first_request,
+                messages,
+                modified,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
+    found
+}
+
+/// The newest conversation in `dir` for `workspace` that has a message.
 pub fn latest(dir: &Path, workspace: &Path) -> Option<PathBuf> {
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        if path.extension().is_none_or(|e| e != "jsonl") {
-            continue;
+    list(dir, workspace).into_iter().next().map(|s| s.path)
+}
+
+/// A fresh transcript for a new session `id` in `data`.
+pub fn new_session(
+    data: &DataDir,
+    id: &str,
+    workspace: &Path,
+    model: &str,
+) -> std::io::Result<Transcript> {
+    Transcript::create(
+        &data.sessions(),
+        &Header {
+            kind: "session".into(),
+            id: id.to_string(),
+            workspace: workspace.to_path_buf(),
+            model: model.to_string(),
+            started: chrono::Local::now().to_rfc3339(),
+        },
+    )
+}
+
+/// Finds and loads a saved session: `last` (the newest for `workspace`),
+/// an id, or a path. The error says where it looked and what to do.
+pub fn find(data: &DataDir, workspace: &Path, which: &str) -> Result<(PathBuf, Loaded), String> {
+    let dir = data.sessions();
+    let path = if which == "last" {
+        latest(&dir, workspace).ok_or_else(|| {
+            format!(
+                "there is no saved session for {} in {}; start one without --resume",
+                workspace.display(),
+                dir.display()
+            )
+        })?
+    } else if Path::new(which).is_file() {
+        PathBuf::from(which)
+    } else {
+        let p = data.session(which.trim_end_matches(".jsonl"));
+        if !p.is_file() {
+            return Err(format!(
+                "there is no saved session {which:?} in {}; use --resume last, or an id from that directory",
+                dir.display()
+            ));
         }
-        let Ok(modified) = entry.metadata().and_then(|m| m.modified()) else {
-            continue;
-        };
-        let first = File::open(&path)
-            .ok()
-            .and_then(|f| BufReader::new(f).lines().next())
-            .and_then(Result::ok)
-            .and_then(|l| serde_json::from_str::<Header>(&l).ok());
-        if first.is_none_or(|h| h.workspace != workspace) {
-            continue;
-        }
-        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
-            best = Some((modified, path));
-        }
-    }
-    best.map(|(_, p)| p)
+        p
+    };
+    let loaded = load(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok((path, loaded))
 }
 
 #[cfg(test)]
@@ -274,5 +366,50 @@ mod tests {
             Some(dir.path().join("s1.jsonl"))
         );
         assert_eq!(latest(dir.path(), Path::new("/elsewhere")), None);
+    }
+
+    #[test]
+    fn a_compaction_is_redacted_like_every_other_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = Header {
+            kind: "session".into(),
+            id: "s2".into(),
+            workspace: "/w".into(),
+            model: "m".into(),
+            started: "now".into(),
+        };
+        let mut t = Transcript::create(dir.path(), &header).unwrap();
+        let redact = |line: String| line.replace("sk-secret-value", "[redacted]");
+        t.append(&Message::user("my key is sk-secret-value"), &redact)
+            .unwrap();
+        t.compaction(&[Message::user("summary: key sk-secret-value")], &redact)
+            .unwrap();
+        let text = std::fs::read_to_string(dir.path().join("s2.jsonl")).unwrap();
+        assert!(!text.contains("sk-secret-value"), "{text}");
+        let loaded = load(&dir.path().join("s2.jsonl")).unwrap();
+        assert_eq!(loaded.messages, [Message::user("summary: key [redacted]")]);
+    }
+
+    #[test]
+    fn an_empty_new_conversation_is_not_the_latest() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = DataDir::new(dir.path());
+        let mut old = new_session(&data, "20260101-000000-1", Path::new("/w"), "m").unwrap();
+        old.append(&Message::user("fix the parser"), &|l| l)
+            .unwrap();
+        old.append(&Message::user("and the tests"), &|l| l).unwrap();
+        drop(old);
+        // `/clear`: a new transcript with nothing in it yet.
+        let _empty = new_session(&data, "20260101-000001-1", Path::new("/w"), "m").unwrap();
+        let list = list(&data.sessions(), Path::new("/w"));
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].id, "20260101-000000-1");
+        assert_eq!(list[0].messages, 2);
+        assert_eq!(list[0].first_request.as_deref(), Some("fix the parser"));
+        assert_eq!(
+            latest(&data.sessions(), Path::new("/w")),
+            Some(list[0].path.clone())
+        );
+        assert!(super::list(&data.sessions(), Path::new("/other")).is_empty());
     }
 }

@@ -13,10 +13,17 @@
 //!
 //! Reasoning text (`reasoning_content`, or OpenRouter's `reasoning`) is kept
 //! apart from the answer and never mixed into it.
+//!
+//! The assembler holds the response to its [`Limits`]: past
+//! `max_response_bytes` it keeps nothing more and reports [`Assembler::cut`];
+//! a call whose arguments pass `max_tool_argument_bytes` keeps counting but
+//! stops storing them, and leaves the response with a short placeholder in
+//! their place and an entry in [`ModelResponse::oversized`].
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::bounds::{CALL_COST, Limits, OversizedCall, omitted_arguments};
 use crate::protocol::{ToolCall, Usage};
 
 /// A piece of streamed text, for display while the response arrives.
@@ -24,6 +31,9 @@ use crate::protocol::{ToolCall, Usage};
 pub enum Piece {
     Text(String),
     Reasoning(String),
+    /// What was shown of this answer is discarded: the request is retried
+    /// from the start (the notice says why).
+    Restart,
 }
 
 /// A complete model response.
@@ -36,6 +46,10 @@ pub struct ModelResponse {
     /// said (a stream that ended early).
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
+    /// Calls whose arguments were over the cap: their `arguments` in
+    /// `tool_calls` are a placeholder, and each must be answered with
+    /// [`super::bounds::argument_too_large`] instead of running.
+    pub oversized: Vec<OversizedCall>,
 }
 
 /// Why a chunk could not be used.
@@ -116,7 +130,10 @@ struct Slot {
     index: Option<u64>,
     id: String,
     name: String,
+    /// Empty once `argument_bytes` passed the cap.
     arguments: String,
+    /// The size of the arguments sent so far, kept or not.
+    argument_bytes: usize,
 }
 
 /// Accumulates chunks. Feed each SSE `data` payload to [`Assembler::push`].
@@ -127,6 +144,13 @@ pub struct Assembler {
     slots: Vec<Slot>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    limits: Limits,
+    /// What the response has cost against `max_response_bytes`: text,
+    /// reasoning, names, ids and arguments (also those not kept), plus
+    /// [`CALL_COST`] per call.
+    bytes: usize,
+    /// The response passed `max_response_bytes`; later chunks are ignored.
+    cut: bool,
 }
 
 impl Assembler {
@@ -134,13 +158,42 @@ impl Assembler {
         Self::default()
     }
 
+    /// An assembler held to `limits`.
+    pub fn with_limits(limits: Limits) -> Self {
+        Assembler {
+            limits,
+            ..Self::default()
+        }
+    }
+
     /// Whether the server has said the response is finished.
     pub fn finished(&self) -> bool {
         self.finish_reason.is_some()
     }
 
+    /// The caps this assembler holds the response to.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Whether the response passed `max_response_bytes` and was cut there.
+    /// What was kept (and returned as pieces) stays; nothing after it is.
+    pub fn cut(&self) -> bool {
+        self.cut
+    }
+
+    /// Grows whenever the response does (text, reasoning, a call, its
+    /// arguments, the finish reason): the idle timer counts only this, so
+    /// empty chunks and keep-alives are not progress.
+    pub fn progress(&self) -> usize {
+        self.bytes + usize::from(self.finish_reason.is_some())
+    }
+
     /// Takes one chunk's JSON text and returns the text pieces it adds.
     pub fn push(&mut self, data: &str) -> Result<Vec<Piece>, ChunkError> {
+        if self.cut {
+            return Ok(Vec::new());
+        }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| ChunkError::Malformed {
             reason: e.to_string(),
             snippet: data.chars().take(200).collect(),
@@ -176,16 +229,44 @@ impl Assembler {
             .or(delta.reasoning)
             .filter(|r| !r.is_empty())
         {
-            self.reasoning.push_str(&r);
-            pieces.push(Piece::Reasoning(r));
+            let r = self.admit(r);
+            if !r.is_empty() {
+                self.reasoning.push_str(&r);
+                pieces.push(Piece::Reasoning(r));
+            }
         }
-        if let Some(t) = delta.content.filter(|t| !t.is_empty()) {
-            self.content.push_str(&t);
-            pieces.push(Piece::Text(t));
+        if let Some(t) = delta.content.filter(|t| !t.is_empty() && !self.cut) {
+            let t = self.admit(t);
+            if !t.is_empty() {
+                self.content.push_str(&t);
+                pieces.push(Piece::Text(t));
+            }
         }
         for call in delta.tool_calls.unwrap_or_default() {
+            if self.cut {
+                break;
+            }
             self.apply_call(call);
         }
+    }
+
+    /// The part of `text` that fits under the response cap (all of it,
+    /// unless this is where the response is cut), counted.
+    fn admit(&mut self, mut text: String) -> String {
+        let room = self.limits.max_response_bytes.saturating_sub(self.bytes);
+        if text.len() > room {
+            let mut keep = room;
+            while !text.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            text.truncate(keep);
+            // The text came from a line up to the line cap: keep only
+            // what is kept.
+            text.shrink_to_fit();
+            self.cut = true;
+        }
+        self.bytes += text.len();
+        text
     }
 
     fn apply_call(&mut self, call: ToolCallDelta) {
@@ -194,28 +275,64 @@ impl Assembler {
             Some(f) => (f.name.filter(|s| !s.is_empty()), f.arguments),
             None => (None, None),
         };
-        let slot = self.slot_for(call.index, id.as_deref(), name.as_deref());
+        let max_arguments = self.limits.max_tool_argument_bytes;
+        let (i, opened) = self.slot_for(call.index, id.as_deref(), name.as_deref());
+        let slot = &mut self.slots[i];
+        let mut added = if opened { CALL_COST } else { 0 };
         if let Some(id) = id
             && slot.id.is_empty()
         {
+            added += id.len();
             slot.id = id;
         }
         if let Some(name) = name {
             // llama.cpp repeats the whole name in every delta: keep it once.
             if slot.name.is_empty() {
+                added += name.len();
                 slot.name = name;
             } else if slot.name != name {
+                added += name.len();
                 slot.name.push_str(&name);
             }
         }
         match arguments {
-            Some(Value::String(fragment)) => slot.arguments.push_str(&fragment),
+            Some(Value::String(fragment)) => {
+                added += fragment.len();
+                slot.argument_bytes += fragment.len();
+                if slot.argument_bytes <= max_arguments {
+                    slot.arguments.push_str(&fragment);
+                } else if slot.arguments.capacity() > 0 {
+                    // Over the cap: what was kept goes; only the count stays.
+                    slot.arguments = String::new();
+                }
+            }
             Some(Value::Null) | None => {}
-            Some(whole) => slot.arguments = whole.to_string(),
+            Some(whole) => {
+                let text = whole.to_string();
+                added += text.len();
+                slot.argument_bytes = text.len();
+                slot.arguments = if text.len() <= max_arguments {
+                    text
+                } else {
+                    String::new()
+                };
+            }
+        }
+        // Checked after the fact: one delta may overshoot the cap, which
+        // holds memory to the cap plus one chunk (itself under the line cap).
+        self.bytes = self.bytes.saturating_add(added);
+        if self.bytes > self.limits.max_response_bytes {
+            self.cut = true;
         }
     }
 
-    fn slot_for(&mut self, index: Option<u64>, id: Option<&str>, name: Option<&str>) -> &mut Slot {
+    /// The slot a delta belongs to, and whether it was opened for it.
+    fn slot_for(
+        &mut self,
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+    ) -> (usize, bool) {
         let found = match index {
             Some(index) => self.slots.iter().position(|s| s.index == Some(index)),
             None => match (id, self.slots.last()) {
@@ -223,7 +340,7 @@ impl Assembler {
                 // No index and no id: a name after arguments have begun
                 // starts the next call; anything else continues the last.
                 (None, Some(last))
-                    if name.is_some() && !last.name.is_empty() && !last.arguments.is_empty() =>
+                    if name.is_some() && !last.name.is_empty() && last.argument_bytes > 0 =>
                 {
                     None
                 }
@@ -231,37 +348,54 @@ impl Assembler {
                 (None, None) => None,
             },
         };
-        let i = match found {
-            Some(i) => i,
+        match found {
+            Some(i) => (i, false),
             None => {
                 self.slots.push(Slot {
                     index,
                     ..Slot::default()
                 });
-                self.slots.len() - 1
+                (self.slots.len() - 1, true)
             }
-        };
-        &mut self.slots[i]
+        }
     }
 
     /// The assembled response. Calls without an id get a generated one,
     /// unique in this process, so that every call can still be answered.
+    /// Calls over the argument cap carry a placeholder and are listed in
+    /// [`ModelResponse::oversized`].
     pub fn finish(self) -> ModelResponse {
         static GENERATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let batch = GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cap = self.limits.max_tool_argument_bytes;
+        let mut oversized = Vec::new();
         let tool_calls = self
             .slots
             .into_iter()
             .enumerate()
-            .filter(|(_, s)| !(s.name.is_empty() && s.arguments.is_empty()))
-            .map(|(i, s)| ToolCall {
-                id: if s.id.is_empty() {
+            .filter(|(_, s)| !(s.name.is_empty() && s.argument_bytes == 0))
+            .map(|(i, s)| {
+                let id = if s.id.is_empty() {
                     format!("call_{batch}_{i}")
                 } else {
                     s.id
-                },
-                name: s.name,
-                arguments: s.arguments,
+                };
+                let arguments = if s.argument_bytes > cap {
+                    oversized.push(OversizedCall {
+                        id: id.clone(),
+                        name: s.name.clone(),
+                        bytes: s.argument_bytes,
+                        cap,
+                    });
+                    omitted_arguments(s.argument_bytes, cap)
+                } else {
+                    s.arguments
+                };
+                ToolCall {
+                    id,
+                    name: s.name,
+                    arguments,
+                }
             })
             .collect();
         ModelResponse {
@@ -270,6 +404,7 @@ impl Assembler {
             tool_calls,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            oversized,
         }
     }
 }
@@ -442,5 +577,153 @@ mod tests {
             .push(r#"{"error": {"message": "overloaded"}}"#)
             .unwrap_err();
         assert_eq!(e, ChunkError::Server("overloaded".into()));
+    }
+    fn limited(max_response_bytes: usize, max_tool_argument_bytes: usize) -> Assembler {
+        Assembler::with_limits(Limits {
+            max_response_bytes,
+            max_tool_argument_bytes,
+        })
+    }
+
+    #[test]
+    fn text_past_the_response_cap_is_cut_on_a_character_boundary() {
+        let mut a = limited(10, 100);
+        let p = a
+            .push(&delta(json!({"content": "héllo"})).to_string())
+            .unwrap();
+        assert_eq!(p, [Piece::Text("héllo".into())]);
+        assert!(!a.cut());
+        // 6 bytes used, 4 left: "wör" is 4 bytes.
+        let p = a
+            .push(&delta(json!({"content": "wörld"})).to_string())
+            .unwrap();
+        assert_eq!(p, [Piece::Text("wör".into())]);
+        assert!(a.cut());
+        let mut b = limited(8, 100);
+        // 8 bytes: "hé" (3) + "ll" (2) + 3 left, where "öö" (4) splits.
+        b.push(&delta(json!({"content": "héll"})).to_string())
+            .unwrap();
+        let p = b
+            .push(&delta(json!({"content": "xöö"})).to_string())
+            .unwrap();
+        assert_eq!(p, [Piece::Text("xö".into())]);
+        assert!(a.cut());
+        assert!(
+            a.push(&delta(json!({"content": "more"})).to_string())
+                .unwrap()
+                .is_empty(),
+            "nothing is kept after the cut"
+        );
+        assert_eq!(a.finish().content, "héllowör", "what was shown is kept");
+    }
+
+    #[test]
+    fn reasoning_and_tool_arguments_count_against_the_response_cap() {
+        let mut a = limited(30, 1000);
+        a.push(&delta(json!({"reasoning_content": "0123456789"})).to_string())
+            .unwrap();
+        assert!(!a.cut());
+        a.push(&call(Some(0), Some("c"), Some("t"), "{\"k\":\"0123456789\"}").to_string())
+            .unwrap();
+        assert!(a.cut(), "10 + a call's cost and arguments pass 30 bytes");
+    }
+
+    #[test]
+    fn a_stream_of_empty_calls_still_reaches_the_cap() {
+        let mut a = limited(100 * CALL_COST, 1000);
+        let mut n = 0;
+        while !a.cut() {
+            a.push(&json!({"choices": [{"delta": {"tool_calls": [{"index": n}]}}]}).to_string())
+                .unwrap();
+            n += 1;
+        }
+        assert!(n <= 101, "{n} calls");
+    }
+
+    #[test]
+    fn oversized_arguments_are_replaced_and_reported() {
+        let mut a = limited(1 << 20, 100);
+        a.push(&call(Some(0), Some("big"), Some("write_file"), "{\"content\":\"").to_string())
+            .unwrap();
+        for _ in 0..10 {
+            a.push(&call(Some(0), None, None, &"x".repeat(50)).to_string())
+                .unwrap();
+        }
+        a.push(&call(Some(0), None, None, "\"}").to_string())
+            .unwrap();
+        a.push(&call(Some(1), Some("small"), Some("read_file"), "{}").to_string())
+            .unwrap();
+        assert!(
+            a.slots[0].arguments.is_empty(),
+            "nothing past the cap is held"
+        );
+        let r = a.finish();
+        let bytes = r#"{"content":""#.len() + 500 + 2;
+        assert_eq!(
+            r.oversized,
+            [OversizedCall {
+                id: "big".into(),
+                name: "write_file".into(),
+                bytes,
+                cap: 100,
+            }]
+        );
+        assert_eq!(r.tool_calls[0].arguments, omitted_arguments(bytes, 100));
+        assert_eq!(r.tool_calls[1].arguments, "{}");
+    }
+
+    #[test]
+    fn oversized_whole_object_arguments_are_replaced() {
+        let big = "y".repeat(200);
+        let r = {
+            let mut a = limited(1 << 20, 100);
+            a.push(
+                &json!({"choices": [{"message": {"tool_calls": [
+                {"id": "q", "type": "function", "function": {"name": "a", "arguments": {"k": big}}}
+            ]}, "finish_reason": "tool_calls"}]})
+                .to_string(),
+            )
+            .unwrap();
+            a.finish()
+        };
+        assert_eq!(r.oversized.len(), 1);
+        assert_eq!(r.oversized[0].id, "q");
+        assert!(r.tool_calls[0].arguments.len() < 100);
+    }
+
+    #[test]
+    fn a_name_after_an_oversized_call_still_starts_the_next_call() {
+        let mut a = limited(1 << 20, 10);
+        a.push(&call(None, None, Some("a"), &"z".repeat(50)).to_string())
+            .unwrap();
+        a.push(&call(None, None, Some("b"), "{}").to_string())
+            .unwrap();
+        let r = a.finish();
+        let names: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(r.oversized.len(), 1);
+    }
+
+    #[test]
+    fn only_growth_is_progress() {
+        let mut a = Assembler::new();
+        for empty in [
+            json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+            json!({"choices": [{"delta": {}}]}),
+            json!({"choices": []}),
+        ] {
+            a.push(&empty.to_string()).unwrap();
+            assert_eq!(a.progress(), 0, "{empty}");
+        }
+        a.push(&delta(json!({"content": "hi"})).to_string())
+            .unwrap();
+        let after_text = a.progress();
+        assert!(after_text > 0);
+        let finish = json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}).to_string();
+        a.push(&finish).unwrap();
+        let after_finish = a.progress();
+        assert!(after_finish > after_text);
+        a.push(&finish).unwrap();
+        assert_eq!(a.progress(), after_finish, "a repeated finish is not news");
     }
 }

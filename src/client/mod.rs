@@ -6,8 +6,16 @@
 //! before anything was shown (connection errors, 429, 5xx) are retried with
 //! backoff; everything else becomes an [`ApiError`] whose message names
 //! what happened and what to do. The API key never appears in an error.
+//!
+//! Nothing the server sends can hold the agent without bound: one response
+//! is capped in bytes ([`bounds`]), the timers between data count only
+//! events that grow the answer (keep-alive comments and empty chunks do
+//! not), a JSON body is read under the same timers, and the whole request,
+//! retries included, has a deadline ([`REQUEST_TIMEOUT`]).
 
 pub mod assemble;
+pub mod bounds;
+pub mod options;
 pub mod sse;
 pub mod wire;
 
@@ -15,9 +23,12 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use assemble::{ModelResponse, Piece};
+pub use bounds::{Limits, OversizedCall, argument_too_large, cut_note};
+pub use options::{RequestCtx, RequestOptions};
 pub use wire::Request;
 
 use assemble::{Assembler, ChunkError};
@@ -27,12 +38,21 @@ use sse::{SseEvent, SseParser};
 /// well under a second; ten covers a slow network without hanging.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Time allowed between sending the request and the first streamed data.
-/// Reasoning models may think silently for minutes before the first token.
+/// Time allowed between sending the request and the first data that grows
+/// the answer. Reasoning models may think silently for minutes before the
+/// first token.
 pub const FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Time allowed between two chunks once the stream has started.
+/// Time allowed between two chunks that grow the answer once it has
+/// started. Keep-alive comments and empty chunks do not reset it, so a
+/// server that only says it is alive times out like a silent one.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Time one request may take in all, retries and their waits included. An
+/// answer that keeps trickling in (each piece inside the idle timeout)
+/// still ends; half an hour is far past any real answer, even a slow local
+/// model's.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Attempts per request for transient failures (connection refused, 429,
 /// 5xx), counting the first.
@@ -58,8 +78,12 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     pub first_token_timeout: Duration,
     pub idle_timeout: Duration,
+    /// See [`REQUEST_TIMEOUT`].
+    pub request_timeout: Duration,
     pub max_attempts: u32,
     pub retry_base_delay: Duration,
+    /// Caps on one response.
+    pub limits: Limits,
 }
 
 impl ClientConfig {
@@ -75,8 +99,10 @@ impl ClientConfig {
             connect_timeout: CONNECT_TIMEOUT,
             first_token_timeout: FIRST_TOKEN_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
             max_attempts: MAX_ATTEMPTS,
             retry_base_delay: RETRY_BASE_DELAY,
+            limits: Limits::default(),
         }
     }
 
@@ -102,6 +128,24 @@ pub enum ApiError {
     /// The server went silent for longer than allowed.
     #[error("the model API stalled: {0}")]
     Stalled(String),
+    /// The response passed `max_response_bytes` and was cut there.
+    #[error(
+        "the model's response passed {}, the most one response may hold (max_response_bytes), and was cut off there; the text shown so far is kept in the conversation. A real answer is far smaller, so the server is misbehaving or the model is repeating itself: ask for a shorter answer, or raise max_response_bytes in the client map of models.rhai",
+        bounds::format_bytes(*cap)
+    )]
+    ResponseTooLarge { cap: usize },
+    /// An SSE line (or event) longer than the reader accepts.
+    #[error(
+        "the model's stream carried a line over {}, more than the reader accepts, so the event on it was lost and the request failed. Real chunks are a few KB, so the server is misbehaving; if it sends whole answers in one line, raise max_response_bytes in the client map of models.rhai (the line limit is twice it)",
+        bounds::format_bytes(*cap)
+    )]
+    LineTooLong { cap: usize },
+    /// The whole request, retries included, took longer than allowed.
+    #[error(
+        "the model request ran past its time limit of {} (request_timeout, retries included) and was stopped; the text shown so far is kept in the conversation. Try again, or raise request_timeout in the client map of models.rhai if the model needs longer",
+        format_delay(*limit)
+    )]
+    TimedOut { limit: Duration },
     /// The base URL could not be used.
     #[error("invalid base URL {0:?}: it should look like https://api.example.com/v1")]
     BadUrl(String),
@@ -116,7 +160,13 @@ impl ApiError {
         match self {
             ApiError::Status { status, .. } => *status == 429 || *status >= 500,
             // A broken or stalled stream is retried as a whole request.
-            ApiError::Connect { .. } | ApiError::Stream(_) | ApiError::Stalled(_) => true,
+            ApiError::Connect { .. }
+            | ApiError::Stream(_)
+            | ApiError::Stalled(_)
+            | ApiError::LineTooLong { .. } => true,
+            // Asking again would stream the same endless answer, or run
+            // past the deadline that just passed.
+            ApiError::ResponseTooLarge { .. } | ApiError::TimedOut { .. } => false,
             ApiError::BadUrl(_) | ApiError::Cancelled => false,
         }
     }
@@ -207,11 +257,14 @@ impl ChatClient {
         on_notice: NoticeFn<'_>,
         cancel: &CancellationToken,
     ) -> Result<ModelResponse, ApiError> {
+        let limit = self.config.request_timeout;
+        let deadline = Instant::now() + limit;
         let mut attempt = 1;
         loop {
             let result = tokio::select! {
                 r = self.attempt(body, on_piece) => r,
-                () = cancel.cancelled() => Err(Attempt::Failed { error: ApiError::Cancelled, retry_after: None, shown: false }),
+                () = cancel.cancelled() => Err(Attempt::fail(ApiError::Cancelled)),
+                () = tokio::time::sleep_until(deadline) => Err(Attempt::fail(ApiError::TimedOut { limit })),
             };
             match result {
                 Ok(response) => return Ok(response),
@@ -241,9 +294,13 @@ impl ChatClient {
                         attempt + 1,
                         self.config.max_attempts
                     ));
+                    if shown {
+                        on_piece(Piece::Restart);
+                    }
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
                         () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                        () = tokio::time::sleep_until(deadline) => return Err(ApiError::TimedOut { limit }),
                     }
                     attempt += 1;
                 }
@@ -261,11 +318,13 @@ impl ChatClient {
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key);
         }
-        let response = tokio::time::timeout(self.config.first_token_timeout, request.send())
+        // The first token is due this long after sending, headers included.
+        let first_deadline = Instant::now() + self.config.first_token_timeout;
+        let response = tokio::time::timeout_at(first_deadline, request.send())
             .await
             .map_err(|_| {
                 Attempt::fail(ApiError::Stalled(format!(
-                    "no response within {} of sending the request",
+                    "no response within {} of sending the request (first_token_timeout in models.rhai)",
                     format_delay(self.config.first_token_timeout)
                 )))
             })?
@@ -283,7 +342,7 @@ impl ChatClient {
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| retry_after(v, chrono::Utc::now()));
-            let text = response.text().await.unwrap_or_default();
+            let text = self.error_body(response, first_deadline).await;
             return Err(Attempt::Failed {
                 error: ApiError::Status {
                     status: status.as_u16(),
@@ -300,40 +359,31 @@ impl ChatClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("application/json"));
         if is_json {
-            // A server that ignored `stream: true`: one whole answer.
-            let text = response
-                .text()
-                .await
-                .map_err(|e| Attempt::fail(ApiError::Stream(e.to_string())))?;
-            let mut assembler = Assembler::new();
-            for piece in assembler
-                .push(&text)
-                .map_err(|e| Attempt::fail(chunk_error(e)))?
-            {
-                on_piece(piece);
-            }
-            return Ok(assembler.finish());
+            return self.whole_answer(response, first_deadline, on_piece).await;
         }
 
         let mut stream = response.bytes_stream();
-        let mut decoder = StreamDecoder::new();
+        let mut decoder = StreamDecoder::with_limits(self.config.limits);
         let mut shown = false;
+        // Only data that grows the answer moves the deadline on.
+        let mut deadline = first_deadline;
+        let mut progress = decoder.progress();
         loop {
-            let budget = if decoder.started() {
-                self.config.idle_timeout
-            } else {
-                self.config.first_token_timeout
-            };
-            let next = match tokio::time::timeout(budget, stream.next()).await {
+            let next = match tokio::time::timeout_at(deadline, stream.next()).await {
                 Ok(next) => next,
+                // The answer is complete and only `[DONE]` is missing.
+                Err(_) if decoder.finished() => break,
                 Err(_) => {
                     let what = if decoder.started() {
                         format!(
-                            "no data for {} in the middle of the answer",
-                            format_delay(budget)
+                            "no data for {} in the middle of the answer (idle_timeout in models.rhai; keep-alives do not count)",
+                            format_delay(self.config.idle_timeout)
                         )
                     } else {
-                        format!("no first token within {}", format_delay(budget))
+                        format!(
+                            "no first token within {} (first_token_timeout in models.rhai; keep-alives do not count)",
+                            format_delay(self.config.first_token_timeout)
+                        )
                     };
                     return Err(Attempt::Failed {
                         error: ApiError::Stalled(what),
@@ -357,6 +407,21 @@ impl ChatClient {
                 shown = true;
                 on_piece(piece);
             }
+            if decoder.cut() {
+                // Dropping the stream closes the connection: nothing more
+                // is read.
+                return Err(Attempt::Failed {
+                    error: ApiError::ResponseTooLarge {
+                        cap: self.config.limits.max_response_bytes,
+                    },
+                    retry_after: None,
+                    shown,
+                });
+            }
+            if decoder.progress() != progress {
+                progress = decoder.progress();
+                deadline = Instant::now() + self.config.idle_timeout;
+            }
             if decoder.done() {
                 break;
             }
@@ -370,6 +435,81 @@ impl ChatClient {
             on_piece(piece);
         }
         Ok(response)
+    }
+
+    /// Reads a non-streamed (`application/json`) answer under the same
+    /// bounds as a stream: the first bytes by `first_deadline`, then no gap
+    /// longer than the idle timeout, and no more than the line cap.
+    async fn whole_answer(
+        &self,
+        response: reqwest::Response,
+        first_deadline: Instant,
+        on_piece: &mut (dyn FnMut(Piece) + Send),
+    ) -> Result<ModelResponse, Attempt> {
+        let limits = self.config.limits;
+        let too_large = || {
+            Attempt::fail(ApiError::ResponseTooLarge {
+                cap: limits.max_response_bytes,
+            })
+        };
+        let body = read_body(
+            response,
+            first_deadline,
+            self.config.idle_timeout,
+            limits.line_cap(),
+        )
+        .await
+        .map_err(|e| match e {
+            BodyError::Stalled { started: false } => Attempt::fail(ApiError::Stalled(format!(
+                "the JSON answer did not arrive within {} of sending the request (first_token_timeout in models.rhai)",
+                format_delay(self.config.first_token_timeout)
+            ))),
+            BodyError::Stalled { started: true } => Attempt::fail(ApiError::Stalled(format!(
+                "the JSON answer stopped arriving: no data for {} (idle_timeout in models.rhai)",
+                format_delay(self.config.idle_timeout)
+            ))),
+            BodyError::TooLarge(_) => too_large(),
+            BodyError::Broken(reason) => Attempt::fail(ApiError::Stream(format!(
+                "the connection broke: {reason}"
+            ))),
+        })?;
+        let text = String::from_utf8_lossy(&body);
+        let mut assembler = Assembler::with_limits(limits);
+        let pieces = assembler
+            .push(&text)
+            .map_err(|e| Attempt::fail(chunk_error(e)))?;
+        let shown = !pieces.is_empty();
+        for piece in pieces {
+            on_piece(piece);
+        }
+        if assembler.cut() {
+            return Err(Attempt::Failed {
+                error: ApiError::ResponseTooLarge {
+                    cap: limits.max_response_bytes,
+                },
+                retry_after: None,
+                shown,
+            });
+        }
+        Ok(assembler.finish())
+    }
+
+    /// An error status's body, for the message: only what arrives in time
+    /// and fits in [`ERROR_BODY_READ_LIMIT`].
+    async fn error_body(&self, response: reqwest::Response, first_deadline: Instant) -> String {
+        match read_body(
+            response,
+            first_deadline,
+            self.config.idle_timeout,
+            ERROR_BODY_READ_LIMIT,
+        )
+        .await
+        {
+            Ok(body) | Err(BodyError::TooLarge(body)) => {
+                String::from_utf8_lossy(&body).into_owned()
+            }
+            Err(_) => String::new(),
+        }
     }
 
     /// Removes the API key from any text that could reach a person or a log.
@@ -390,21 +530,30 @@ impl ChatClient {
             ApiError::Stream(s) => ApiError::Stream(scrub(s)),
             ApiError::Stalled(s) => ApiError::Stalled(scrub(s)),
             ApiError::BadUrl(s) => ApiError::BadUrl(scrub(s)),
-            ApiError::Cancelled => ApiError::Cancelled,
+            e @ (ApiError::ResponseTooLarge { .. }
+            | ApiError::LineTooLong { .. }
+            | ApiError::TimedOut { .. }
+            | ApiError::Cancelled) => e,
         }
     }
 }
 
 /// SSE framing plus chunk assembly: raw body bytes in, text pieces and
-/// finally a [`ModelResponse`] out. Pure, so it can be tested at every
-/// split point of a recorded stream.
-#[derive(Debug, Default)]
+/// finally a [`ModelResponse`] out, held to [`Limits`]. Pure, so it can be
+/// tested at every split point of a recorded stream.
+#[derive(Debug)]
 pub struct StreamDecoder {
     parser: SseParser,
     assembler: Assembler,
     events: Vec<SseEvent>,
     saw_done: bool,
-    started: bool,
+    line_cap: usize,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::with_limits(Limits::default())
+    }
 }
 
 impl StreamDecoder {
@@ -412,9 +561,36 @@ impl StreamDecoder {
         Self::default()
     }
 
-    /// Whether any data event has arrived.
+    /// A decoder held to `limits` (lines to [`Limits::line_cap`]).
+    pub fn with_limits(limits: Limits) -> Self {
+        StreamDecoder {
+            parser: SseParser::with_max_line(limits.line_cap()),
+            assembler: Assembler::with_limits(limits),
+            events: Vec::new(),
+            saw_done: false,
+            line_cap: limits.line_cap(),
+        }
+    }
+
+    /// Whether any data that grows the answer has arrived.
     pub fn started(&self) -> bool {
-        self.started
+        self.assembler.progress() > 0
+    }
+
+    /// Grows with the answer; empty chunks and comments leave it alone.
+    pub fn progress(&self) -> usize {
+        self.assembler.progress()
+    }
+
+    /// Whether the server has given a `finish_reason`.
+    pub fn finished(&self) -> bool {
+        self.assembler.finished()
+    }
+
+    /// Whether the answer passed `max_response_bytes` and was cut: the
+    /// pieces returned so far are all there is, and [`Self::finish`] fails.
+    pub fn cut(&self) -> bool {
+        self.assembler.cut()
     }
 
     /// Whether `data: [DONE]` has arrived.
@@ -422,9 +598,14 @@ impl StreamDecoder {
         self.saw_done
     }
 
-    /// Feeds body bytes; returns the text pieces they complete.
+    /// Feeds body bytes; returns the text pieces they complete. A line
+    /// over the line cap is an error: its event (and any tool call in it)
+    /// cannot be read, so the answer would be silently incomplete.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Piece>, ApiError> {
         self.parser.feed(bytes, &mut self.events);
+        if self.parser.overflowed() {
+            return Err(ApiError::LineTooLong { cap: self.line_cap });
+        }
         self.drain()
     }
 
@@ -435,7 +616,6 @@ impl StreamDecoder {
             if data == "[DONE]" {
                 self.saw_done = true;
             } else if !data.is_empty() && !self.saw_done {
-                self.started = true;
                 pieces.extend(self.assembler.push(data).map_err(chunk_error)?);
             }
         }
@@ -443,10 +623,19 @@ impl StreamDecoder {
     }
 
     /// Ends the body. A stream that stopped before `[DONE]` and before any
-    /// `finish_reason` was cut short, and is an error.
+    /// `finish_reason` was cut short, and is an error; so is one cut at
+    /// the response cap.
     pub fn finish(mut self) -> Result<(Vec<Piece>, ModelResponse), ApiError> {
         self.parser.finish(&mut self.events);
+        if self.parser.overflowed() {
+            return Err(ApiError::LineTooLong { cap: self.line_cap });
+        }
         let pieces = self.drain()?;
+        if self.assembler.cut() {
+            return Err(ApiError::ResponseTooLarge {
+                cap: self.assembler.limits().max_response_bytes,
+            });
+        }
         if !self.saw_done && !self.assembler.finished() {
             return Err(ApiError::Stream(STREAM_CUT_SHORT.into()));
         }
@@ -478,6 +667,52 @@ impl Attempt {
     }
 }
 
+/// Bytes of an error status's body read at most (the message keeps
+/// [`ERROR_BODY_LIMIT`] of them).
+const ERROR_BODY_READ_LIMIT: usize = 64 << 10;
+
+/// Why a whole body could not be read.
+enum BodyError {
+    /// No data by the deadline; `started` says whether any had come.
+    Stalled { started: bool },
+    /// More than the limit arrived; the first `limit` bytes.
+    TooLarge(Vec<u8>),
+    /// The connection broke.
+    Broken(String),
+}
+
+/// Reads a whole body: the first bytes by `first_deadline`, then no gap
+/// longer than `idle`, and at most `limit` bytes.
+async fn read_body(
+    response: reqwest::Response,
+    first_deadline: Instant,
+    idle: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    let mut deadline = first_deadline;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_) => {
+                return Err(BodyError::Stalled {
+                    started: !body.is_empty(),
+                });
+            }
+            Ok(None) => return Ok(body),
+            Ok(Some(Err(e))) => return Err(BodyError::Broken(describe_reqwest(&e))),
+            Ok(Some(Ok(bytes))) => {
+                if body.len() + bytes.len() > limit {
+                    body.extend_from_slice(&bytes[..limit - body.len()]);
+                    return Err(BodyError::TooLarge(body));
+                }
+                body.extend_from_slice(&bytes);
+                deadline = Instant::now() + idle;
+            }
+        }
+    }
+}
+
 fn chunk_error(e: ChunkError) -> ApiError {
     ApiError::Stream(e.to_string())
 }
@@ -500,11 +735,7 @@ fn error_body_message(body: &str) -> String {
         message
     };
     if message.len() > ERROR_BODY_LIMIT {
-        let mut cut = ERROR_BODY_LIMIT;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}…", &message[..cut])
+        format!("{}…", crate::text::prefix(&message, ERROR_BODY_LIMIT))
     } else {
         message
     }
@@ -529,6 +760,10 @@ fn short_reason(error: &ApiError) -> String {
         ApiError::Connect { .. } => "could not connect".to_string(),
         ApiError::Stalled(_) => "the stream stalled".to_string(),
         ApiError::Stream(_) => "the stream broke".to_string(),
+        ApiError::LineTooLong { cap } => format!(
+            "the stream broke: the server sent a line over {}, which cannot be read",
+            bounds::format_bytes(*cap)
+        ),
         other => other.to_string(),
     }
 }
@@ -597,6 +832,49 @@ mod tests {
             message: "nope".into(),
         };
         assert!(e.to_string().contains("AGENT_BASE_URL"));
+    }
+
+    #[test]
+    fn bound_errors_say_what_to_raise_and_only_broken_lines_are_retried() {
+        let cases = [
+            (
+                ApiError::ResponseTooLarge { cap: 4 << 20 },
+                "max_response_bytes",
+                false,
+            ),
+            (
+                ApiError::LineTooLong { cap: 8 << 20 },
+                "max_response_bytes",
+                true,
+            ),
+            (
+                ApiError::TimedOut {
+                    limit: REQUEST_TIMEOUT,
+                },
+                "request_timeout",
+                false,
+            ),
+        ];
+        for (error, setting, transient) in cases {
+            let text = error.to_string();
+            assert!(
+                text.contains(setting) && text.contains("models.rhai"),
+                "{text}"
+            );
+            assert_eq!(error.is_transient(), transient, "{text}");
+        }
+        assert!(
+            ApiError::ResponseTooLarge { cap: 4 << 20 }
+                .to_string()
+                .contains("passed 4 MB")
+        );
+        assert!(
+            ApiError::TimedOut {
+                limit: REQUEST_TIMEOUT
+            }
+            .to_string()
+            .contains("1800 s")
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! character is never damaged. Comment lines (`: keep-alive`) and fields
 //! other than `data` and `event` are ignored; a blank line ends an event;
 //! [`SseParser::finish`] flushes an event left open by a stream that ended
-//! without its final blank line.
+//! without its final blank line. A line longer than the parser's cap is
+//! never buffered whole: it is dropped and [`SseParser::overflowed`] says
+//! so, which the client treats as a broken stream (reported and retried).
 
 use std::borrow::Cow;
 
@@ -18,9 +20,10 @@ pub struct SseEvent {
     pub data: String,
 }
 
-/// The most bytes one line may hold before the parser gives up on it. A
-/// real chunk is a few KB; this only stops a garbage stream from growing the
-/// buffer without bound.
+/// The most bytes one line may hold before the parser gives up on it, for
+/// [`SseParser::new`]. A real chunk is a few KB; this only stops a garbage
+/// stream from growing the buffer without bound. The client sets its own
+/// cap from the response cap (see [`super::bounds::Limits::line_cap`]).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// The largest line buffer kept between lines; a bigger one (after a huge
@@ -28,9 +31,14 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 const KEEP_LINE_BUFFER: usize = 64 << 10;
 
 /// Incremental SSE parser. Feed it bytes; it returns whole events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     line: Vec<u8>,
+    /// The longest line kept, in bytes.
+    max_line: usize,
+    /// The current line passed `max_line`: its bytes are dropped until it
+    /// ends.
+    skipping: bool,
     /// The previous byte was a `\r`, so a following `\n` belongs to it.
     after_cr: bool,
     event: Option<String>,
@@ -39,9 +47,29 @@ pub struct SseParser {
     overflowed: bool,
 }
 
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::with_max_line(MAX_LINE_BYTES)
+    }
+}
+
 impl SseParser {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A parser that drops lines longer than `max_line` bytes.
+    pub fn with_max_line(max_line: usize) -> Self {
+        SseParser {
+            line: Vec::new(),
+            max_line,
+            skipping: false,
+            after_cr: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            overflowed: false,
+        }
     }
 
     /// Feeds a chunk and appends every event it completes to `out`.
@@ -58,22 +86,30 @@ impl SseParser {
             match memchr::memchr2(b'\n', b'\r', rest) {
                 Some(i) => {
                     self.after_cr = rest[i] == b'\r';
-                    if self.line.is_empty() {
+                    if self.skipping {
+                        // The end of a line already dropped as too long.
+                        self.skipping = false;
+                    } else if self.line.is_empty() {
                         // The whole line is in this chunk: read it in place.
-                        if i > MAX_LINE_BYTES {
-                            self.overflowed = true;
-                            self.end_line(&[], out);
+                        if i > self.max_line {
+                            self.overflow();
                         } else {
                             self.end_line(&rest[..i], out);
                         }
                     } else {
                         self.push_bytes(&rest[..i]);
-                        self.end_buffered_line(out);
+                        if self.skipping {
+                            self.skipping = false;
+                        } else {
+                            self.end_buffered_line(out);
+                        }
                     }
                     rest = &rest[i + 1..];
                 }
                 None => {
-                    self.push_bytes(rest);
+                    if !self.skipping {
+                        self.push_bytes(rest);
+                    }
                     rest = &[];
                 }
             }
@@ -88,18 +124,28 @@ impl SseParser {
         self.dispatch(out);
     }
 
-    /// Whether a line was dropped for exceeding [`MAX_LINE_BYTES`].
+    /// Whether a line was dropped for exceeding the cap.
     pub fn overflowed(&self) -> bool {
         self.overflowed
     }
 
     fn push_bytes(&mut self, bytes: &[u8]) {
-        if self.line.len() + bytes.len() > MAX_LINE_BYTES {
-            self.overflowed = true;
-            self.line.clear();
+        if self.line.len() + bytes.len() > self.max_line {
+            // Free the buffer and skip the rest of the line as it arrives.
+            self.line = Vec::new();
+            self.skipping = true;
+            self.overflow();
             return;
         }
         self.line.extend_from_slice(bytes);
+    }
+
+    /// Drops the current line and the event it belongs to.
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.event = None;
+        self.data = String::new();
+        self.has_data = false;
     }
 
     /// Ends the line gathered in `self.line` over several chunks, keeping
@@ -124,16 +170,19 @@ impl SseParser {
             Ok(text) => Cow::Borrowed(text),
             Err(_) => String::from_utf8_lossy(line),
         };
-        let (field, value) = match text.find(':') {
-            Some(0) => return, // a comment, such as `: keep-alive`
-            Some(i) => {
-                let value = &text[i + 1..];
-                (&text[..i], value.strip_prefix(' ').unwrap_or(value))
-            }
+        let (field, value) = match text.split_once(':') {
+            Some(("", _)) => return, // a comment, such as `: keep-alive`
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (text.as_ref(), ""),
         };
         match field {
             "data" => {
+                // Many `data:` lines make one event; together they are held
+                // to the same cap as one line.
+                if self.data.len() + 1 + value.len() > self.max_line {
+                    self.overflow();
+                    return;
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -240,6 +289,35 @@ mod tests {
             assert_eq!(data(&out), ["a", "b"], "chunks of {size}");
             assert!(parser.overflowed(), "chunks of {size}");
         }
+    }
+
+    #[test]
+    fn the_tail_of_an_overlong_line_is_never_read_as_a_line() {
+        // Cut anywhere, the line's end (which looks like an event) is
+        // skipped with the rest of it, and the events around it survive.
+        let stream = b"data: a\n\ndata: 0123456789abcdefdata: evil\n\ndata: b\n\n";
+        for i in 0..=stream.len() {
+            let mut parser = SseParser::with_max_line(16);
+            let mut out = Vec::new();
+            parser.feed(&stream[..i], &mut out);
+            parser.feed(&stream[i..], &mut out);
+            parser.finish(&mut out);
+            assert_eq!(data(&out), ["a", "b"], "split at {i}");
+            assert!(parser.overflowed(), "split at {i}");
+        }
+    }
+
+    #[test]
+    fn many_data_lines_are_held_to_the_line_cap_together() {
+        let mut parser = SseParser::with_max_line(64);
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            parser.feed(b"data: 0123456789\n", &mut out);
+        }
+        parser.feed(b"\ndata: after\n\n", &mut out);
+        assert!(parser.overflowed());
+        assert!(parser.data.len() <= 64, "the event buffer stays bounded");
+        assert_eq!(data(&out).last(), Some(&"after"));
     }
 
     #[test]

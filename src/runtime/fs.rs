@@ -1,9 +1,10 @@
-//! Paths and files for the file tools: resolving a path the model gave
-//! against the workspace, writing a file atomically, and printing sizes.
+//! Paths and files: joining a path the model gave to the workspace,
+//! writing the agent's own files atomically (scripts written by `agent
+//! init`), and printing sizes.
 //!
-//! Every file tool resolves its paths through [`resolve`], so a rule about
-//! which paths are allowed (workspace confinement) is added there once and
-//! reaches every tool as an `Err` the tool reports to the model.
+//! File tools do not open paths here: `Runtime::locate` places a path
+//! beneath an allowed root and every access goes through
+//! [`super::beneath`], which cannot be raced by a swapped symlink.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -23,8 +24,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// are kept, relative ones are joined to `workspace`.
 ///
 /// The `Err` is a short reason (no leading "Error"), which the calling tool
-/// wraps into its message. Confinement is checked by [`confine`], through
-/// `Runtime::resolve`.
+/// wraps into its message. Confinement is `Runtime::locate`'s.
 pub fn resolve(workspace: &Path, path: &str) -> Result<PathBuf, String> {
     if path.trim().is_empty() {
         return Err("the path is empty".to_string());
@@ -40,46 +40,10 @@ pub fn resolve(workspace: &Path, path: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// Checks that `path` (absolute) stays inside one of `roots` (canonical
-/// directories) once `..` and symlinks are resolved. Returns the resolved
-/// path: the canonical form of its longest existing ancestor, with the
-/// components that do not exist yet appended.
-///
-/// `..` that climbs out, an absolute path elsewhere, and a symlink whose
-/// target lies outside are all refused.
-pub fn confine(roots: &[PathBuf], path: &Path) -> Result<PathBuf, String> {
-    let resolved = resolve_existing(&lexical(path));
-    if roots.iter().any(|root| resolved.starts_with(root)) {
-        return Ok(resolved);
-    }
-    let inside = roots
-        .first()
-        .map(|r| r.display().to_string())
-        .unwrap_or_else(|| "(none)".into());
-    Err(format!(
-        "it resolves to {}, which is outside the workspace {inside}; file tools only work inside the workspace (use a path inside it, or ask the user to add the directory to extra_roots in policy.rhai)",
-        resolved.display()
-    ))
-}
-
-/// Removes `.` and resolves `..` without touching the file system.
-fn lexical(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// Canonicalizes the longest existing ancestor and appends the rest.
-fn resolve_existing(path: &Path) -> PathBuf {
+/// Canonicalizes the longest existing ancestor and appends the rest. Used
+/// only to choose a root for a path spelled through a symlink; access
+/// itself goes through [`super::beneath`].
+pub fn resolve_existing(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     loop {

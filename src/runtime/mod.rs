@@ -5,18 +5,33 @@
 //!
 //! - [`process`]: run one shell command in its own process group, with a
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
-//! - [`fs`]: path resolution and confinement to the workspace, atomic writes.
+//! - [`beneath`]: race-free file access beneath the workspace and the other
+//!   allowed roots (`openat2` with `RESOLVE_BENEATH`), regular files only.
+//! - [`fs`]: joining a path the model gave to the workspace, sizes, atomic
+//!   writes of the agent's own files.
+//! - [`command`] and [`effects`]: a shell command parsed for the policy:
+//!   what runs, what it writes, deletes or changes, and what is opaque.
 //! - [`policy`]: the approval policy (allow, ask, deny) for commands and writes.
+//! - [`spill`]: spill files, created new in the agent's own 0700 dir and
+//!   capped on disk.
 //! - [`sandbox`]: containment (session, PID namespace, limits) and
 //!   confinement (mounts, Landlock, seccomp, no network) of every shell
 //!   command, through the agent's own binary as a launcher.
+//! - [`secrets`]: the child environment's allow-list, the secret rule, and
+//!   blanking secret values out of everything the agent writes.
 
+pub mod beneath;
+pub mod command;
+pub mod effects;
 pub mod fs;
 pub mod policy;
 pub mod process;
 pub mod sandbox;
+pub mod secrets;
+pub mod spill;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default wall-clock limit for one shell command. Two minutes covers a test
@@ -48,6 +63,8 @@ pub struct Limits {
     pub inactivity_timeout: Duration,
     pub kill_grace: Duration,
     pub output_cap: usize,
+    /// Most bytes of one spill file on disk ([`spill::DEFAULT_SPILL_CAP`]).
+    pub spill_cap: u64,
 }
 
 impl Default for Limits {
@@ -58,6 +75,7 @@ impl Default for Limits {
             inactivity_timeout: DEFAULT_INACTIVITY_TIMEOUT,
             kill_grace: KILL_GRACE,
             output_cap: DEFAULT_OUTPUT_CAP,
+            spill_cap: spill::DEFAULT_SPILL_CAP,
         }
     }
 }
@@ -71,25 +89,29 @@ pub struct Runtime {
     /// Where overflowing outputs are saved (`<data dir>/outputs/<session>`).
     pub spill_dir: PathBuf,
     pub limits: Limits,
-    /// The environment child processes get, already scrubbed of secrets.
+    /// The environment child processes get: the allow-list's variables,
+    /// none a secret (see [`secrets`]). The script API's `env()` reads it.
     pub child_env: Vec<(String, String)>,
-    /// Canonical directories file tools may use: the workspace, the spill
+    /// Directories file tools may use, held open: the workspace, the spill
     /// dir (so the model can read saved outputs), and any extra roots.
-    roots: Vec<PathBuf>,
+    roots: Vec<beneath::Root>,
+    /// The agent's own directories (the spill dir, and the data and config
+    /// dirs once [`Runtime::protect`] names them): file tools may read
+    /// beneath them but never write.
+    protected: Arc<[PathBuf]>,
     /// The approval policy for commands and writes.
     pub policy: policy::Policy,
-    /// Secret values (the API key, scrubbed variables) removed from every
-    /// tool output.
-    redactions: Vec<String>,
+    /// Blanks secret values (the API key, secret variables) out of tool
+    /// outputs, spill files, transcripts and run logs.
+    redactor: Arc<secrets::Redactor>,
     /// When set, shell commands start through the sandbox launcher
     /// (contained, and confined as it says); `None` (library default, the
     /// unit tests) runs `bash -c` directly in its own process group.
     pub sandbox: Option<sandbox::Sandbox>,
+    /// The agent's data dir (transcripts, run logs, spilled outputs): the
+    /// search tools never walk into it, even when it lies in the workspace.
+    pub data_dir: Option<PathBuf>,
 }
-
-/// Secret values shorter than this are not redacted from outputs: they
-/// would match ordinary text.
-const MIN_REDACTED_LEN: usize = 8;
 
 /// Why a command did not run.
 #[derive(Debug, thiserror::Error)]
@@ -104,59 +126,66 @@ pub enum RunError {
 
 impl Runtime {
     /// A runtime rooted at `workspace`, spilling to `spill_dir`, with the
-    /// given environment scrubbed by [`is_secret_var`] and a policy that
-    /// allows everything.
+    /// default allow-list and secret rule applied to `env` (see
+    /// [`secrets`]) and a policy that allows everything.
     pub fn new(
         workspace: PathBuf,
         spill_dir: PathBuf,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Self {
-        Self::with_secret_rule(workspace, spill_dir, env, &is_secret_var)
+        Self::with_env_rules(workspace, spill_dir, env, &[], &secrets::is_secret_env)
     }
 
-    /// Like [`Runtime::new`], with the script's rule for secret names.
-    pub fn with_secret_rule(
+    /// Like [`Runtime::new`], with `env_allow` from the script added to the
+    /// allow-list and the script's rule for secrets (name, value).
+    pub fn with_env_rules(
         workspace: PathBuf,
         spill_dir: PathBuf,
         env: impl IntoIterator<Item = (String, String)>,
-        is_secret: &dyn Fn(&str) -> bool,
+        env_allow: &[String],
+        is_secret: &dyn Fn(&str, &str) -> bool,
     ) -> Self {
-        let (secret, child_env): (Vec<_>, Vec<_>) =
-            env.into_iter().partition(|(k, _)| is_secret(k));
+        let (child_env, secret) =
+            secrets::split_env(env, &secrets::allow_list(env_allow), is_secret);
         let mut runtime = Runtime {
             workspace,
             spill_dir,
             limits: Limits::default(),
             child_env,
             roots: Vec::new(),
+            protected: Arc::from(Vec::new()),
             sandbox: None,
+            data_dir: None,
             policy: policy::Policy::default(),
-            redactions: secret
-                .into_iter()
-                .map(|(_, v)| v)
-                .filter(|v| v.len() >= MIN_REDACTED_LEN)
-                .collect(),
+            redactor: Arc::new(secrets::Redactor::new(secret)),
         };
         runtime.set_extra_roots(&[]);
+        runtime.protect(&[]);
         runtime
     }
 
     /// Sets the directories file tools may use besides the workspace and
     /// the spill dir.
     pub fn set_extra_roots(&mut self, extra: &[PathBuf]) {
-        let canonical = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
         self.roots = [&self.workspace, &self.spill_dir]
             .into_iter()
             .chain(extra.iter())
-            .map(canonical)
+            .map(|p| beneath::Root::new(p.as_path()))
             .collect();
     }
 
-    /// Adds a secret value to remove from every tool output.
+    /// Names the agent's own directories (data dir, config dir) that file
+    /// tools must not write beneath; the spill dir always is one.
+    pub fn protect(&mut self, dirs: &[PathBuf]) {
+        let mut all = vec![self.spill_dir.clone()];
+        all.extend(dirs.iter().cloned());
+        self.protected = Arc::from(all);
+    }
+
+    /// Adds a secret value to blank out of every output (from
+    /// [`secrets::MIN_REDACTED_LEN`] characters).
     pub fn add_redaction(&mut self, value: &str) {
-        if value.len() >= MIN_REDACTED_LEN && !self.redactions.iter().any(|r| r == value) {
-            self.redactions.push(value.to_string());
-        }
+        Arc::make_mut(&mut self.redactor).extend([value.to_string()]);
     }
 
     /// The same runtime with every shell command started through the
@@ -167,21 +196,43 @@ impl Runtime {
         self
     }
 
-    /// Removes secret values from a tool's output.
+    /// Blanks secret values, and their reversed, base64 and hex forms, out
+    /// of a text (a tool output, a transcript or run-log line).
     pub fn redact(&self, text: String) -> String {
-        if !self.redactions.iter().any(|r| text.contains(r.as_str())) {
-            return text;
-        }
-        self.redactions
-            .iter()
-            .fold(text, |t, r| t.replace(r.as_str(), "[redacted]"))
+        self.redactor.redact_str(text)
     }
 
-    /// Resolves a path a tool was given: relative to the workspace, and
-    /// confined to the allowed roots. `Err` is a reason for the model.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
-        let joined = fs::resolve(&self.workspace, path)?;
-        fs::confine(&self.roots, &joined)
+    /// The redactor, for streams (spill files) and logs.
+    pub fn redactor(&self) -> &Arc<secrets::Redactor> {
+        &self.redactor
+    }
+
+    /// Places a path a tool was given beneath one of the allowed roots:
+    /// relative paths join the workspace. The result is a handle whose
+    /// every access stays beneath that root ([`beneath::Located`]). `Err`
+    /// is a reason for the model.
+    pub fn locate(&self, path: &str) -> Result<beneath::Located, String> {
+        let joined = beneath::lexical(&fs::resolve(&self.workspace, path)?);
+        let place = |p: &Path| {
+            self.roots.iter().find_map(|root| {
+                root.strip(p)
+                    .map(|rel| beneath::Located::new(root.clone(), rel, self.protected.clone()))
+            })
+        };
+        if let Some(found) = place(&joined) {
+            return Ok(found);
+        }
+        // Spelled through a symlink outside the roots (say, a link to the
+        // workspace): its real location decides the root. Only the choice
+        // of root depends on this; every access stays beneath it.
+        let real = fs::resolve_existing(&joined);
+        place(&real).ok_or_else(|| {
+            beneath::AccessError::Outside {
+                resolved: real,
+                root: self.workspace.clone(),
+            }
+            .to_string()
+        })
     }
 
     /// Asks the policy whether `path` may be written.
@@ -219,7 +270,9 @@ impl Runtime {
             output_cap: self.limits.output_cap,
             spill_dir: self.spill_dir.clone(),
             label: sanitize_label(label),
+            spill_cap: self.limits.spill_cap,
             sandbox: self.sandbox.clone(),
+            redactor: (!self.redactor.is_empty()).then(|| Arc::clone(&self.redactor)),
         }
     }
 
@@ -319,15 +372,7 @@ pub fn sanitize_label(label: &str) -> String {
     }
 }
 
-/// Whether an environment variable looks like a secret and must not reach
-/// child processes: names containing KEY, TOKEN, SECRET or PASSWORD (any
-/// case), which covers `AGENT_API_KEY` itself.
-pub fn is_secret_var(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-        .iter()
-        .any(|needle| upper.contains(needle))
-}
+pub use secrets::is_secret_var;
 
 #[cfg(test)]
 mod tests {
@@ -360,10 +405,18 @@ mod tests {
             ("db_password", "p"),
             ("AWS_SECRET_ACCESS_KEY", "s"),
             ("HOME", "/h"),
+            ("FOO", "not allowed"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         let rt = Runtime::new(PathBuf::from("/w"), PathBuf::from("/s"), env);
         let names: Vec<&str> = rt.child_env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME"]);
+        // Values of 4 characters and more are blanked; shorter ones can't be.
+        let mut rt = rt;
+        rt.add_redaction("k7%Qz");
+        assert_eq!(
+            rt.redact("db_password=p key=k7%Qz".into()),
+            "db_password=p key=[redacted]"
+        );
     }
 }

@@ -1,19 +1,22 @@
 //! The approval policy: whether a shell command or a file write may run.
 //!
 //! `approve(action)` in `policy.rhai` answers allow, ask or deny, with a
-//! reason. *Ask* goes to an [`Asker`]: the REPL shows the action and takes
-//! yes, no, or always (for this reason, for the rest of the session); in
-//! one-shot mode *ask* means deny unless `--yes` was given. A denial comes
-//! back to the model as a tool result that says who refused and why.
+//! reason. *Ask* becomes an [`ApprovalRequest`] on the session's channel;
+//! the turn loop shows it to the UI as an event and the UI answers on the
+//! request's reply (the REPL asks yes / no / always — always for this
+//! command, see [`scope_key`] — and one-shot mode answers "unattended"
+//! unless `--yes` was given). A denial comes back to the model as a tool
+//! result that says who refused and why.
 //!
 //! The check lives in the runtime, so built-in tools and script tools
 //! (their `shell()` and `write_file()`) are held to the same rules.
 
-use std::collections::HashSet;
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures_util::future::BoxFuture;
+use super::command::{self, Context};
 
 /// Something a tool is about to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,41 +45,40 @@ pub enum Decision {
     Deny(String),
 }
 
-/// The person's answer to an *ask*.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
-    Yes,
-    No,
-    /// Yes, and do not ask again for this reason in this session.
-    Always,
-}
+pub use crate::protocol::Answer;
 
 /// Decides allow/ask/deny (the `approve` hook of `policy.rhai`).
 pub trait Approve: Send + Sync {
     fn approve(&self, action: &Action) -> Decision;
-}
 
-/// Asks the person.
-pub trait Asker: Send + Sync {
-    fn ask(&self, action: &Action, reason: &str) -> BoxFuture<'static, Answer>;
+    /// What an "always" answer to this action covers ([`scope_key`]). The
+    /// default resolves relative paths against `/`; a policy that knows
+    /// the workspace resolves them there.
+    fn scope(&self, action: &Action) -> String {
+        scope_key(action, &root_context())
+    }
 
-    /// Who refused, in a denial the model reads.
-    fn refuser(&self) -> &'static str {
-        "the person"
+    /// The programs a shell action runs, as the parser sees them (shown in
+    /// the approval question).
+    fn programs(&self, action: &Action) -> Vec<String> {
+        programs_of(action, &root_context())
     }
 }
 
-/// One-shot mode: *ask* is yes with `--yes`, no otherwise.
-pub struct FixedAnswer(pub Answer);
-
-impl Asker for FixedAnswer {
-    fn ask(&self, _action: &Action, _reason: &str) -> BoxFuture<'static, Answer> {
-        let answer = self.0;
-        Box::pin(async move { answer })
+/// The parser's context for a policy that does not know the workspace.
+fn root_context() -> Context<'static> {
+    Context {
+        workspace: Path::new("/"),
+        home: None,
+        resolve_program: None,
     }
+}
 
-    fn refuser(&self) -> &'static str {
-        "one-shot mode (nobody is there to approve it; the person can rerun with --yes)"
+/// Every program and wrapper a shell action runs; none for a write.
+pub fn programs_of(action: &Action, ctx: &Context) -> Vec<String> {
+    match action {
+        Action::Shell { command } => command::parse(command, ctx).programs(),
+        Action::Write { .. } => Vec::new(),
     }
 }
 
@@ -89,6 +91,11 @@ impl Approve for AllowAll {
     }
 }
 
+/// Who refused, in the denial the model reads, when nobody was there to
+/// answer.
+pub const UNATTENDED: &str =
+    "one-shot mode (nobody is there to approve it; the person can rerun with --yes)";
+
 /// The model-facing text when the policy or the person refused.
 pub fn denied_text(action: &Action, who: &str, reason: &str) -> String {
     format!(
@@ -97,12 +104,80 @@ pub fn denied_text(action: &Action, who: &str, reason: &str) -> String {
     )
 }
 
+/// A question for the person, on its way to the UI: the turn loop turns it
+/// into an [`crate::protocol::Event::Approval`] and the answer comes back
+/// on `reply`.
+#[derive(Debug)]
+pub struct ApprovalRequest {
+    pub id: u64,
+    pub action: Action,
+    pub reason: String,
+    /// The programs the command runs, parsed.
+    pub programs: Vec<String>,
+    /// What an "always" answer would cover ([`scope_key`]).
+    pub scope: String,
+    pub reply: crate::protocol::Reply,
+}
+
+/// The sending end of a session's approval questions.
+pub type Asks = tokio::sync::mpsc::UnboundedSender<ApprovalRequest>;
+
+/// The receiving end, held by the turn loop.
+pub type AskQueue = tokio::sync::mpsc::UnboundedReceiver<ApprovalRequest>;
+
+/// A new channel for one session's approval questions.
+pub fn ask_channel() -> (Asks, AskQueue) {
+    tokio::sync::mpsc::unbounded_channel()
+}
+
+/// The "always" answers of one session. Shared by every policy built for
+/// the session, so a script reload keeps them; never saved to disk.
+#[derive(Clone, Debug, Default)]
+pub struct Approvals(Arc<Mutex<BTreeSet<String>>>);
+
+impl Approvals {
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.lock().is_ok_and(|a| a.contains(key))
+    }
+
+    pub fn insert(&self, key: String) {
+        if let Ok(mut a) = self.0.lock() {
+            a.insert(key);
+        }
+    }
+
+    /// Every "always" of the session, sorted.
+    pub fn list(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|a| a.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets one "always"; returns whether it was there.
+    pub fn revoke(&self, key: &str) -> bool {
+        self.0.lock().is_ok_and(|mut a| a.remove(key))
+    }
+
+    /// Forgets every "always"; returns how many there were.
+    pub fn revoke_all(&self) -> usize {
+        self.0
+            .lock()
+            .map(|mut a| {
+                let n = a.len();
+                a.clear();
+                n
+            })
+            .unwrap_or(0)
+    }
+}
+
 /// The approval policy of one session.
 #[derive(Clone)]
 pub struct Policy {
     approve: Arc<dyn Approve>,
-    asker: Arc<dyn Asker>,
-    always: Arc<Mutex<HashSet<String>>>,
+    asks: Option<Asks>,
+    always: Approvals,
 }
 
 impl std::fmt::Debug for Policy {
@@ -113,23 +188,28 @@ impl std::fmt::Debug for Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy::new(Arc::new(AllowAll), Arc::new(FixedAnswer(Answer::No)))
+        Policy::new(Arc::new(AllowAll), None, Approvals::default())
     }
 }
 
+/// Numbers approval questions within the process.
+static NEXT_ASK: AtomicU64 = AtomicU64::new(1);
+
 impl Policy {
-    pub fn new(approve: Arc<dyn Approve>, asker: Arc<dyn Asker>) -> Self {
+    /// A policy deciding with `approve`, asking through `asks` (`None`:
+    /// nobody can be asked, so *ask* is a refusal), remembering "always"
+    /// answers in `always`.
+    pub fn new(approve: Arc<dyn Approve>, asks: Option<Asks>, always: Approvals) -> Self {
         Policy {
             approve,
-            asker,
-            always: Arc::new(Mutex::new(HashSet::new())),
+            asks,
+            always,
         }
     }
 
-    /// Replaces the asker (the REPL installs one that prompts).
-    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
-        self.asker = asker;
-        self
+    /// The session's "always" answers.
+    pub fn approvals(&self) -> &Approvals {
+        &self.always
     }
 
     /// Checks an action. `Err` is the text for the model.
@@ -147,22 +227,106 @@ impl Policy {
             Decision::Allow => Ok(()),
             Decision::Deny(reason) => Err(denied_text(action, "the policy", &reason)),
             Decision::Ask(reason) => {
-                if self.always.lock().is_ok_and(|a| a.contains(&reason)) {
+                let key = self.scope_of(action);
+                if self.always.contains(&key) {
                     return Ok(());
                 }
-                match self.asker.ask(action, &reason).await {
+                match self.ask(action, &reason).await {
                     Answer::Yes => Ok(()),
                     Answer::Always => {
-                        if let Ok(mut always) = self.always.lock() {
-                            always.insert(reason);
-                        }
+                        self.always.insert(key);
                         Ok(())
                     }
-                    Answer::No => Err(denied_text(action, self.asker.refuser(), &reason)),
+                    Answer::No => Err(denied_text(action, "the person", &reason)),
+                    Answer::Unattended => Err(denied_text(action, UNATTENDED, &reason)),
                 }
             }
         }
     }
+
+    /// Sends the question to the UI and waits for the answer.
+    async fn ask(&self, action: &Action, reason: &str) -> Answer {
+        let Some(asks) = &self.asks else {
+            return Answer::Unattended;
+        };
+        let (reply, answer) = crate::protocol::Reply::channel();
+        let request = ApprovalRequest {
+            id: NEXT_ASK.fetch_add(1, Ordering::Relaxed),
+            action: action.clone(),
+            reason: reason.to_string(),
+            programs: self.approve.programs(action),
+            scope: self.scope_of(action),
+            reply,
+        };
+        if asks.send(request).is_err() {
+            return Answer::Unattended;
+        }
+        // A dropped reply (the turn ended, the UI went away) is no answer.
+        answer.await.unwrap_or(Answer::Unattended)
+    }
+}
+
+impl Policy {
+    /// What "always" would cover for this action (shown before asking).
+    pub fn scope_of(&self, action: &Action) -> String {
+        self.approve.scope(action)
+    }
+}
+
+/// What one "always" answer covers: the same programs, with the same
+/// subcommand, and, for a command that does something the policy weighs
+/// (writes, deletes, permission changes, privileges, history, the system),
+/// exactly the same words and resolved paths. So an "always" for `cargo
+/// test` covers `cargo test --release`, one for `rm -rf cache` covers only
+/// `rm -rf cache` in the same directory, and one for an opaque command
+/// covers only that exact text. Pure: text in, key out.
+pub fn scope_key(action: &Action, ctx: &Context) -> String {
+    match action {
+        Action::Write { path } => format!("write {}", path.display()),
+        Action::Shell { command } => {
+            let parsed = command::parse(command, ctx);
+            if parsed.opaque {
+                return format!("exactly `{command}`");
+            }
+            let mut parts: Vec<String> = parsed.commands.iter().map(command_scope).collect();
+            for r in &parsed.redirects {
+                parts.push(format!("{} {}", if r.append { ">>" } else { ">" }, r.path));
+            }
+            parts.join(" ; ")
+        }
+    }
+}
+
+fn command_scope(c: &command::SimpleCommand) -> String {
+    let e = &c.effects;
+    let weighty = !e.writes.is_empty()
+        || !e.deletes.is_empty()
+        || !e.perms.is_empty()
+        || e.privilege
+        || e.history.is_some()
+        || e.system.is_some()
+        || !c.redirects.is_empty()
+        || !c.wrappers.is_empty();
+    let mut words: Vec<String> = c.wrappers.clone();
+    words.push(c.program.clone());
+    if weighty {
+        words.extend(c.args.iter().map(|a| a.text.clone()));
+        let paths: Vec<&String> = e.writes.iter().chain(&e.deletes).chain(&e.perms).collect();
+        if !paths.is_empty() {
+            let list: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+            words.push(format!("[{}]", list.join(" ")));
+        }
+    } else if let Some(sub) = c.args.iter().find(|a| !a.text.starts_with('-')) {
+        let looks_like_subcommand = sub.is_static
+            && sub
+                .text
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' || ch == ':');
+        if looks_like_subcommand {
+            words.push(sub.text.clone());
+        }
+    }
+    words.join(" ")
 }
 
 #[cfg(test)]
@@ -184,24 +348,27 @@ mod tests {
         }
     }
 
-    struct Counting(Mutex<u32>, Answer);
-    impl Asker for Counting {
-        fn ask(&self, _: &Action, _: &str) -> BoxFuture<'static, Answer> {
-            if let Ok(mut n) = self.0.lock() {
-                *n += 1;
-            }
-            let a = self.1;
-            Box::pin(async move { a })
-        }
-    }
-
     fn shell(c: &str) -> Action {
         Action::Shell { command: c.into() }
     }
 
+    /// Answers every question with `answer`, counting them.
+    fn answering(answer: Answer) -> (Asks, Arc<AtomicU64>) {
+        let (asks, mut queue) = ask_channel();
+        let count = Arc::new(AtomicU64::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Some(request) = queue.recv().await {
+                seen.fetch_add(1, Ordering::Relaxed);
+                request.reply.send(answer);
+            }
+        });
+        (asks, count)
+    }
+
     #[tokio::test]
     async fn allow_deny_and_ask() {
-        let policy = Policy::new(Arc::new(AskAboutRm), Arc::new(FixedAnswer(Answer::No)));
+        let policy = Policy::new(Arc::new(AskAboutRm), None, Approvals::default());
         assert_eq!(policy.check(&shell("ls")).await, Ok(()));
         let denied = policy.check(&shell("sudo ls")).await.unwrap_err();
         assert!(
@@ -213,14 +380,75 @@ mod tests {
             refused.contains("one-shot mode") && refused.contains("deletes files"),
             "{refused}"
         );
+        let (asks, _) = answering(Answer::No);
+        let policy = Policy::new(Arc::new(AskAboutRm), Some(asks), Approvals::default());
+        let refused = policy.check(&shell("rm -rf x")).await.unwrap_err();
+        assert!(refused.contains("the person refused"), "{refused}");
     }
 
     #[tokio::test]
-    async fn always_is_remembered_for_the_reason() {
-        let asker = Arc::new(Counting(Mutex::new(0), Answer::Always));
-        let policy = Policy::new(Arc::new(AskAboutRm), asker.clone());
+    async fn always_is_remembered_and_outlives_the_policy() {
+        let (asks, count) = answering(Answer::Always);
+        let approvals = Approvals::default();
+        let policy = Policy::new(Arc::new(AskAboutRm), Some(asks.clone()), approvals.clone());
         assert_eq!(policy.check(&shell("rm a")).await, Ok(()));
-        assert_eq!(policy.check(&shell("rm b")).await, Ok(()));
-        assert_eq!(*asker.0.lock().unwrap(), 1);
+        assert_eq!(policy.check(&shell("rm a")).await, Ok(()));
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        // A rebuilt policy (a script reload) keeps the session's answers.
+        let rebuilt = Policy::new(Arc::new(AskAboutRm), Some(asks), approvals.clone());
+        assert_eq!(rebuilt.check(&shell("rm a")).await, Ok(()));
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        assert_eq!(approvals.list().len(), 1);
+        assert!(approvals.revoke(&approvals.list()[0]));
+        assert!(approvals.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn always_covers_this_command_not_this_reason() {
+        let (asks, count) = answering(Answer::Always);
+        let policy = Policy::new(Arc::new(AskAboutRm), Some(asks), Approvals::default());
+        let asked = || count.load(Ordering::Relaxed);
+        assert_eq!(policy.check(&shell("rm -rf cache")).await, Ok(()));
+        assert_eq!(policy.check(&shell("rm -rf cache")).await, Ok(()));
+        assert_eq!(asked(), 1, "asked again for the same command");
+        // Same program, same flags, same reason: another path asks again.
+        assert_eq!(policy.check(&shell("rm -rf ~")).await, Ok(()));
+        assert_eq!(asked(), 2, "`always` for cache approved ~");
+        let approvals = policy.approvals();
+        assert_eq!(approvals.list().len(), 2);
+        assert!(approvals.revoke(&policy.scope_of(&shell("rm -rf cache"))));
+        assert!(!approvals.revoke("no such entry"));
+        assert_eq!(policy.check(&shell("rm -rf cache")).await, Ok(()));
+        assert_eq!(asked(), 3, "a revoked entry still applied");
+        assert_eq!(approvals.revoke_all(), 2);
+        assert!(approvals.list().is_empty());
+    }
+
+    #[test]
+    fn scope_keys() {
+        let ctx = Context {
+            workspace: Path::new("/w"),
+            home: Some(Path::new("/home/u")),
+            resolve_program: None,
+        };
+        let key = |c: &str| scope_key(&shell(c), &ctx);
+        assert_eq!(key("cargo test"), key("cargo test --release -- foo"));
+        assert_ne!(key("cargo test"), key("cargo build"));
+        assert_eq!(key("rm -rf target"), "rm -rf target [/w/target]");
+        assert_ne!(key("rm -rf cache"), key("rm -rf ~"));
+        assert_ne!(key("rm -rf cache"), key("cd / && rm -rf cache"));
+        assert_ne!(key("git push origin main"), key("git push -f origin main"));
+        assert_eq!(key("git push origin main"), key("git push origin other"));
+        assert_eq!(key("eval x"), "exactly `eval x`");
+        assert_ne!(key("sudo ls"), key("ls"));
+        assert_eq!(
+            scope_key(
+                &Action::Write {
+                    path: "/w/a".into()
+                },
+                &ctx
+            ),
+            "write /w/a"
+        );
     }
 }

@@ -14,14 +14,15 @@
 //! Each stream goes into a [`Capture`] that keeps a bounded head and tail for
 //! the model and, once the stream outgrows the cap, saves it whole to a spill
 //! file. Memory stays bounded however much a command prints, and nothing is
-//! lost: the model is told where the full output lives.
+//! lost: the model is told where the full output lives. With a
+//! [`CommandSpec::redactor`], secrets are blanked as bytes arrive, before
+//! they reach the spill file, the head or the tail.
 //!
 //! [`clean_for_model`] turns terminal output into plain text (ANSI escapes
 //! stripped, `\r` progress lines collapsed).
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,8 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::sandbox::Sandbox;
+use super::secrets::{Redactor, StreamRedactor};
+use super::spill::{SpillFile, SpillTarget};
 
 /// After the shell exits, how long we keep reading its pipes. A background
 /// grandchild (`server &`) inherits them and may hold them open for hours;
@@ -81,10 +84,15 @@ pub struct CommandSpec {
     pub spill_dir: PathBuf,
     /// A file-name-safe label for spill files (e.g. the tool call id).
     pub label: String,
+    /// Most bytes of one spill file; past it the middle is dropped.
+    pub spill_cap: u64,
     /// When set, the shell is started through the sandbox launcher: in its
     /// own session and PID namespace, limited, and confined unless the
     /// sandbox says otherwise; see [`super::sandbox`].
     pub sandbox: Option<Sandbox>,
+    /// Secret values to blank out of both streams as they arrive, so no
+    /// spill file ever holds one; `None` when there are none.
+    pub redactor: Option<std::sync::Arc<Redactor>>,
 }
 
 /// How the command ended.
@@ -110,6 +118,9 @@ pub struct Captured {
     pub total_bytes: u64,
     /// The file holding the whole stream, when it overflowed the cap.
     pub spilled: Option<PathBuf>,
+    /// Bytes the spill cap dropped from the middle of the spill file (0:
+    /// it holds the whole stream).
+    pub spill_dropped: u64,
 }
 
 /// The result of [`run`].
@@ -185,16 +196,18 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
         armed: true,
     };
 
-    let spill = |stream: &str| spec.spill_dir.join(format!("{}.{stream}", spec.label));
+    let capture = |stream: &'static str| {
+        let target = SpillTarget {
+            dir: spec.spill_dir.clone(),
+            label: spec.label.clone(),
+            stream,
+            cap: spec.spill_cap,
+        };
+        Capture::new(spec.output_cap, target).with_redactor(spec.redactor.as_ref())
+    };
     let mut pipes = Pipes {
-        stdout: Pipe::new(
-            child.stdout.take(),
-            Capture::new(spec.output_cap, spill("stdout")),
-        ),
-        stderr: Pipe::new(
-            child.stderr.take(),
-            Capture::new(spec.output_cap, spill("stderr")),
-        ),
+        stdout: Pipe::new(child.stdout.take(), capture("stdout")),
+        stderr: Pipe::new(child.stderr.take(), capture("stderr")),
     };
 
     let (status, ended) = match watch(&mut child, &mut pipes, &spec, started, &cancel).await? {
@@ -210,6 +223,15 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
         }
     };
 
+    if spec.sandbox.is_some() {
+        // The launcher's pids cgroup, which it cannot remove from inside
+        // its own user namespace.
+        let launcher = pid.unsigned_abs();
+        let _ = tokio::task::spawn_blocking(move || {
+            super::sandbox::cgroup::remove_launcher_cgroup(launcher);
+        })
+        .await;
+    }
     pipes.drain(after(Instant::now(), PIPE_DRAIN)).await;
     Ok(Outcome {
         exit_code: status.code(),
@@ -414,8 +436,12 @@ struct Capture {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: u64,
-    spill_path: PathBuf,
+    spill_to: SpillTarget,
     spill: Spill,
+    /// Blanks secrets before bytes are kept or spilled.
+    redactor: Option<StreamRedactor>,
+    /// Reused output buffer of the redactor.
+    clean: Vec<u8>,
 }
 
 /// The state of a capture's spill file.
@@ -423,22 +449,32 @@ struct Capture {
 enum Spill {
     /// The stream still fits the cap.
     NotNeeded,
-    /// The stream overflowed; every byte is being appended here.
-    Writing(File),
+    /// The stream overflowed; every byte (up to the spill cap) goes here.
+    Writing(SpillFile),
     /// The file could not be created or written; head and tail only.
     Failed(io::Error),
 }
 
 impl Capture {
-    fn new(cap: usize, spill_path: PathBuf) -> Self {
+    fn new(cap: usize, spill_to: SpillTarget) -> Self {
         Capture {
             cap,
             head: Vec::with_capacity(cap / 4),
             tail: VecDeque::new(),
             total: 0,
-            spill_path,
+            spill_to,
             spill: Spill::NotNeeded,
+            redactor: None,
+            clean: Vec::new(),
         }
+    }
+
+    /// Blanks `redactor`'s secrets out of the stream before anything else
+    /// sees it (head, tail and spill file alike, so a secret cut by the
+    /// head/tail boundary cannot leave half of itself behind).
+    fn with_redactor(mut self, redactor: Option<&std::sync::Arc<Redactor>>) -> Self {
+        self.redactor = redactor.map(Redactor::stream);
+        self
     }
 
     fn head_cap(&self) -> usize {
@@ -450,16 +486,30 @@ impl Capture {
     }
 
     fn push(&mut self, chunk: &[u8]) {
+        match self.redactor.as_mut() {
+            None => self.keep(chunk),
+            Some(redactor) => {
+                let mut clean = std::mem::take(&mut self.clean);
+                clean.clear();
+                redactor.feed(chunk, &mut clean);
+                self.keep(&clean);
+                self.clean = clean;
+            }
+        }
+    }
+
+    /// Keeps a chunk of the (blanked) stream: head, tail, spill file.
+    fn keep(&mut self, chunk: &[u8]) {
         let new_total = self.total + chunk.len() as u64;
         if matches!(self.spill, Spill::NotNeeded) && new_total > self.cap as u64 {
             // Nothing has been dropped yet, so head + tail is the whole stream.
             self.spill = match self.open_spill() {
                 Ok(file) => Spill::Writing(file),
-                Err(err) => self.abandon_spill(err),
+                Err(err) => Spill::Failed(err),
             };
         }
         if let Spill::Writing(file) = &mut self.spill {
-            if let Err(err) = file.write_all(chunk) {
+            if let Err(err) = file.write(chunk) {
                 self.spill = self.abandon_spill(err);
             }
         }
@@ -479,26 +529,37 @@ impl Capture {
         self.total = new_total;
     }
 
-    fn open_spill(&self) -> io::Result<File> {
-        if let Some(dir) = self.spill_path.parent() {
-            std::fs::create_dir_all(dir)?;
+    fn open_spill(&self) -> io::Result<SpillFile> {
+        let mut file = SpillFile::create(&self.spill_to)?;
+        let written = file.write(&self.head).and_then(|()| {
+            let (front, back) = self.tail.as_slices();
+            file.write(front)?;
+            file.write(back)
+        });
+        match written {
+            Ok(()) => Ok(file),
+            Err(e) => {
+                file.discard();
+                Err(e)
+            }
         }
-        let mut file = File::create(&self.spill_path)?;
-        file.write_all(&self.head)?;
-        let (front, back) = self.tail.as_slices();
-        file.write_all(front)?;
-        file.write_all(back)?;
-        Ok(file)
     }
 
     /// Gives up on the spill file; a partial file would only mislead.
-    fn abandon_spill(&self, err: io::Error) -> Spill {
-        let _ = std::fs::remove_file(&self.spill_path);
+    fn abandon_spill(&mut self, err: io::Error) -> Spill {
+        if let Spill::Writing(file) = std::mem::replace(&mut self.spill, Spill::NotNeeded) {
+            file.discard();
+        }
         Spill::Failed(err)
     }
 
     /// Renders the stream for the model.
-    fn finish(self) -> Captured {
+    fn finish(mut self) -> Captured {
+        if let Some(mut redactor) = self.redactor.take() {
+            let mut rest = Vec::new();
+            redactor.finish(&mut rest);
+            self.keep(&rest);
+        }
         let tail: Vec<u8> = self.tail.into();
         let omitted = self.total - (self.head.len() + tail.len()) as u64;
         let (marker, spilled) = match self.spill {
@@ -510,12 +571,22 @@ impl Capture {
                     text: clean_for_model(&String::from_utf8_lossy(&all)),
                     total_bytes: self.total,
                     spilled: None,
+                    spill_dropped: 0,
                 };
             }
-            Spill::Writing(_) => (
-                omission_marker(omitted, self.total, &self.spill_path),
-                Some(self.spill_path),
-            ),
+            Spill::Writing(file) => {
+                let path = file.path().to_path_buf();
+                match file.finish() {
+                    Ok(done) => (
+                        omission_marker(omitted, self.total, &done.path, done.dropped),
+                        Some(done),
+                    ),
+                    Err(err) => {
+                        let _ = std::fs::remove_file(&path);
+                        (unsaved_marker(omitted, self.total, &err), None)
+                    }
+                }
+            }
             Spill::Failed(err) => (unsaved_marker(omitted, self.total, &err), None),
         };
         let text = [
@@ -527,14 +598,23 @@ impl Capture {
         Captured {
             text,
             total_bytes: self.total,
-            spilled,
+            spill_dropped: spilled.as_ref().map_or(0, |s| s.dropped),
+            spilled: spilled.map(|s| s.path),
         }
     }
 }
 
 /// The line that replaces the middle of an overflowing stream, telling the
-/// model where the whole stream is and how to look at it.
-fn omission_marker(omitted: u64, total: u64, path: &Path) -> String {
+/// model where the stream is saved (whole, or head and tail when the spill
+/// cap dropped `dropped` bytes) and how to look at it.
+fn omission_marker(omitted: u64, total: u64, path: &Path, dropped: u64) -> String {
+    if dropped > 0 {
+        return format!(
+            "\n[... {omitted} bytes omitted; the output ({total} bytes) passed the spill cap, so {} keeps its start and end and {dropped} bytes of its middle are gone; \
+             read it with read_file (offset/limit) or grep ...]\n",
+            path.display()
+        );
+    }
     format!(
         "\n[... {omitted} bytes omitted; the full output ({total} bytes) is saved at {}; \
          read it with read_file (offset/limit) or grep ...]\n",
@@ -641,7 +721,18 @@ mod tests {
             output_cap: 30_000,
             spill_dir: dir.join("spill"),
             label: "call-1".into(),
+            spill_cap: crate::runtime::spill::DEFAULT_SPILL_CAP,
             sandbox: None,
+            redactor: None,
+        }
+    }
+
+    fn target(dir: &Path) -> SpillTarget {
+        SpillTarget {
+            dir: dir.to_path_buf(),
+            label: "x".into(),
+            stream: "stdout",
+            cap: crate::runtime::spill::DEFAULT_SPILL_CAP,
         }
     }
 
@@ -686,8 +777,8 @@ mod tests {
     #[test]
     fn capture_small_stream_is_kept_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("s/out.stdout");
-        let mut cap = Capture::new(100, path.clone());
+        let path = dir.path().join("s");
+        let mut cap = Capture::new(100, target(&path));
         cap.push(b"hello ");
         cap.push(&[b'x'; 94]);
         let got = cap.finish();
@@ -708,8 +799,8 @@ mod tests {
             &[10_000],
         ] {
             let dir = tempfile::tempdir().expect("tempdir");
-            let path = dir.path().join("spill/x.stdout");
-            let mut cap = Capture::new(100, path.clone());
+            let spill_dir = dir.path().join("spill");
+            let mut cap = Capture::new(100, target(&spill_dir));
             let mut fed = 0;
             for &size in sizes.iter().cycle() {
                 if fed == data.len() {
@@ -723,7 +814,8 @@ mod tests {
             assert_eq!(cap.head, &data[..25]);
             assert_eq!(Vec::from(cap.tail.clone()), &data[10_000 - 75..]);
             let got = cap.finish();
-            assert_eq!(got.spilled.as_deref(), Some(path.as_path()));
+            let path = got.spilled.expect("spilled");
+            assert_eq!(path.parent(), Some(spill_dir.as_path()));
             assert_eq!(std::fs::read(&path).expect("spill file"), data, "{sizes:?}");
         }
     }
@@ -731,12 +823,11 @@ mod tests {
     #[test]
     fn capture_renders_head_marker_tail() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("x.stdout");
-        let mut cap = Capture::new(8, path.clone());
+        let mut cap = Capture::new(8, target(dir.path()));
         cap.push(b"ab");
         cap.push(b"cdefghijkl");
         let got = cap.finish();
-        let marker = omission_marker(4, 12, &path);
+        let marker = omission_marker(4, 12, got.spilled.as_deref().expect("spilled"), 0);
         assert_eq!(got.text, format!("ab{marker}ghijkl"));
         assert!(
             got.text.starts_with("ab\n[... 4 bytes omitted"),
@@ -746,11 +837,43 @@ mod tests {
     }
 
     #[test]
+    fn capture_blanks_secrets_in_the_spill_file_and_around_the_cut() {
+        let secret = "sk-live-0123456789abcdef";
+        let redactor = std::sync::Arc::new(Redactor::new([secret.to_string()]));
+        // The secret sits at the head/tail cut, deep in the middle, and at
+        // the end; chunk sizes put boundaries inside it.
+        let data = format!(
+            "{}{secret}{}{secret}{}{secret}",
+            "a".repeat(20),
+            "b".repeat(200_000),
+            "c".repeat(50)
+        );
+        for size in [1, 7, 4096, 65_536] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut cap = Capture::new(100, target(dir.path())).with_redactor(Some(&redactor));
+            for chunk in data.as_bytes().chunks(size) {
+                cap.push(chunk);
+            }
+            let got = cap.finish();
+            let path = got.spilled.clone().expect("spilled");
+            let spilled = std::fs::read_to_string(&path).expect("spill file");
+            let expected = data.replace(secret, "[redacted]");
+            assert_eq!(spilled, expected, "chunks of {size}");
+            assert!(
+                !got.text.contains("sk-live") && !got.text.contains("0123"),
+                "{}",
+                got.text
+            );
+            assert!(got.text.ends_with("c[redacted]"), "{}", got.text);
+            assert_eq!(got.total_bytes, expected.len() as u64);
+        }
+    }
+
+    #[test]
     fn capture_survives_unwritable_spill_dir() {
         let file = tempfile::NamedTempFile::new().expect("temp file");
         // A directory under a regular file cannot be created.
-        let path = file.path().join("spill/x.stdout");
-        let mut cap = Capture::new(10, path);
+        let mut cap = Capture::new(10, target(&file.path().join("spill")));
         cap.push(&pattern(50));
         let got = cap.finish();
         assert_eq!(got.spilled, None);
@@ -832,7 +955,8 @@ mod tests {
         assert!(out.stdout.text.len() < 40_000, "{}", out.stdout.text.len());
         assert!(out.stdout.text.contains("bytes omitted"));
         let path = out.stdout.spilled.expect("spilled");
-        assert_eq!(path, dir.path().join("spill/call-1.stdout"));
+        assert_eq!(path.parent(), Some(dir.path().join("spill").as_path()));
+        assert_eq!(out.stdout.spill_dropped, 0);
         let meta = std::fs::metadata(&path).expect("spill file");
         assert_eq!(meta.len(), 50_000_000);
         assert_eq!(out.stderr.spilled, None);

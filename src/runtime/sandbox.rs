@@ -23,6 +23,7 @@
 //! ([`report::probe`]) and shown layer by layer; under `"require"` a
 //! missing layer refuses every command with a message that names it.
 
+pub mod cgroup;
 mod contain;
 pub mod layers;
 pub mod report;
@@ -217,28 +218,47 @@ impl LaunchOptions {
     }
 }
 
+/// How a hidden subcommand ended: its exit code and what the caller
+/// prints (the runtime prints nothing itself).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Hidden {
+    pub code: u8,
+    /// A line for stdout (the probe's report).
+    pub out: Option<String>,
+    /// A line for stderr (why the launcher failed).
+    pub err: Option<String>,
+}
+
 /// Runs the hidden subcommands. Call first thing in `main`, before any
 /// thread starts (unsharing a user namespace needs a single thread);
 /// `None` when `args` is not one of them.
-pub fn hidden_main(args: &[OsString]) -> Option<u8> {
+pub fn hidden_main(args: &[OsString]) -> Option<Hidden> {
     let sub = args.get(1)?.to_str()?;
     let rest = args.get(2..).unwrap_or_default();
     let run = |f: fn(&LaunchOptions) -> Result<u8, LaunchError>| match LaunchOptions::parse(rest)
         .and_then(|opts| f(&opts))
     {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("{e}");
-            e.exit_code()
-        }
+        Ok(code) => Hidden {
+            code,
+            out: None,
+            err: None,
+        },
+        Err(e) => Hidden {
+            code: e.exit_code(),
+            out: None,
+            err: Some(e.to_string()),
+        },
     };
     match sub {
         EXEC_SUBCOMMAND => Some(run(contain::launcher)),
         INIT_SUBCOMMAND => Some(run(contain::init)),
         PROBE_SUBCOMMAND => {
             let report = report::probe_here();
-            println!("{}", serde_json::to_string(&report).unwrap_or_default());
-            Some(0)
+            Some(Hidden {
+                code: 0,
+                out: Some(serde_json::to_string(&report).unwrap_or_default()),
+                err: None,
+            })
         }
         _ => None,
     }
@@ -422,6 +442,13 @@ impl Sandbox {
         copy
     }
 
+    /// Whether commands run confined (the policy's `action.sandboxed`):
+    /// confinement asked for, Landlock's write rules enforced, and not
+    /// refused outright.
+    pub fn confines(&self) -> bool {
+        self.options.confine && self.report.landlock_fs.is_none() && self.refusal.is_none()
+    }
+
     /// The one-line summary for the banner and `agent check`.
     pub fn describe(&self) -> String {
         self.report.describe(
@@ -479,6 +506,40 @@ pub struct SessionSandbox {
     pub degraded: bool,
 }
 
+impl SessionSandbox {
+    /// The same session's sandbox (launcher, report, temp dir) under
+    /// `settings`, as a reload of policy.rhai may have changed them.
+    pub fn with_settings(
+        self,
+        settings: &SandboxSettings,
+        workspace: &Path,
+        protected: &[PathBuf],
+    ) -> SessionSandbox {
+        let temp_dir = self
+            .sandbox
+            .cleanup
+            .as_ref()
+            .map(|g| g.0.clone())
+            .unwrap_or_else(|| workspace.to_path_buf());
+        let mut sandbox = Sandbox::for_session(
+            self.sandbox.launcher.clone(),
+            settings,
+            &self.report,
+            workspace,
+            &temp_dir,
+            protected,
+        );
+        sandbox.cleanup = self.sandbox.cleanup.clone();
+        let line = sandbox.describe();
+        SessionSandbox {
+            degraded: line.contains("missing") || line.contains("REFUSED"),
+            line,
+            report: self.report,
+            sandbox,
+        }
+    }
+}
+
 /// The probe of a session, started as early as possible (it runs while
 /// the scripts load) and read by [`for_agent`].
 #[derive(Debug)]
@@ -523,6 +584,7 @@ pub fn for_agent(
     protected: &[PathBuf],
 ) -> SessionSandbox {
     let (launcher, report) = probe.finish();
+    cgroup::sweep();
     let mut notes = Vec::new();
     let mut cleanup = None;
     let temp_dir = match create_temp_dir(session_id) {

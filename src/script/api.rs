@@ -5,9 +5,9 @@
 //! | function | returns |
 //! |---|---|
 //! | `shell(cmd)`, `shell(cmd, #{timeout: secs})` | `#{exit_code, stdout, stderr, timed_out}` |
-//! | `read_file(path)` | the file's text |
+//! | `read_file(path)`, `read_file(path, #{offset, limit})` | the file's text (lines `offset..`, at most `limit` lines), capped like the built-in `read_file` |
 //! | `write_file(path, text)` | bytes written |
-//! | `list_dir(path)` | `[#{name, kind: "file"/"dir"/"symlink", size}]`, sorted |
+//! | `list_dir(path)` | `[#{name, kind: "file"/"dir"/"symlink"/"other", size}]`, sorted |
 //! | `file_exists(path)` | bool |
 //! | `env(name)` | the variable's value, or `()` when unset or secret |
 //! | `cwd()` | the workspace root |
@@ -15,19 +15,26 @@
 //! | `unix_time()` | seconds since 1970 |
 //! | `json_parse(text)`, `json_stringify(value)` | JSON in and out |
 //! | `regex_match(text, pattern)`, `regex_escape(text)` | regular expressions (Rust `regex` syntax) |
+//! | `is_read_only(cmd)`, `writes_outside(action)`, ... | the policy's helpers over a parsed command: [`super::policy_api`] |
 //!
 //! Shell commands and file access go through [`crate::runtime`], the same
 //! layer the built-in tools use, so its timeouts, output caps, secret
-//! scrubbing and path rules apply to scripts too. A failing call throws a
-//! script error whose message says what went wrong.
+//! scrubbing and path rules apply to scripts too: files are opened beneath
+//! the workspace without following symlinks out (`runtime::beneath`), only
+//! regular files are read or written, and `read_file` stops at the built-in
+//! tool's line and byte limits. A failing call throws a script error whose
+//! message says what went wrong.
 
+use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FuncRegistration, ImmutableString, Map};
 
 use super::engine::{call_context, credit_host_time};
-use crate::runtime::{fs, process};
+use crate::runtime::beneath::{AccessError, EntryKind, Located};
+use crate::runtime::process;
+use crate::tools::builtin::{READ_BYTE_CAP, READ_LINE_LIMIT};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -44,7 +51,13 @@ pub fn register(engine: &mut Engine) {
         });
     FuncRegistration::new("read_file")
         .with_volatility(true)
-        .register_into_engine(engine, read_file);
+        .register_into_engine(engine, |path: &str| read_file(path, 1, READ_LINE_LIMIT));
+    FuncRegistration::new("read_file")
+        .with_volatility(true)
+        .register_into_engine(engine, |path: &str, opts: Map| {
+            let (offset, limit) = window_of(&opts)?;
+            read_file(path, offset, limit)
+        });
     FuncRegistration::new("write_file")
         .with_volatility(true)
         .register_into_engine(engine, write_file);
@@ -78,6 +91,7 @@ pub fn register(engine: &mut Engine) {
     engine.register_fn("regex_escape", |text: &str| regex::escape(text));
     engine.register_fn("json_parse", json_parse);
     engine.register_fn("json_stringify", json_stringify);
+    super::policy_api::register(engine);
 }
 
 /// `now()`'s format: date, time and UTC offset.
@@ -148,48 +162,126 @@ fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
     Ok(map)
 }
 
-fn resolve(path: &str) -> Res<std::path::PathBuf> {
+fn locate(path: &str) -> Res<Located> {
     let (runtime, ..) = call_context()?;
     runtime
-        .resolve(path)
+        .locate(path)
         .map_err(|reason| format!("cannot use the path {path:?}: {reason}").into())
 }
 
-fn read_file(path: &str) -> Res<String> {
-    let full = resolve(path)?;
-    let bytes = std::fs::read(&full).map_err(|e| format!("read_file {path:?}: {e}"))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+/// `#{offset, limit}` of `read_file`: 1-based first line, most lines.
+fn window_of(opts: &Map) -> Res<(u64, u64)> {
+    let get = |key: &str, default: u64| -> Res<u64> {
+        match opts.get(key) {
+            None => Ok(default),
+            Some(v) if v.is_unit() => Ok(default),
+            Some(v) => match v.as_int() {
+                Ok(n) if n > 0 => Ok(n as u64),
+                _ => Err(format!("read_file: `{key}` must be a positive whole number").into()),
+            },
+        }
+    };
+    Ok((
+        get("offset", 1)?,
+        get("limit", READ_LINE_LIMIT)?.min(READ_LINE_LIMIT),
+    ))
+}
+
+/// The line that ends a script `read_file` cut at the limits.
+pub fn read_cut_marker(path: &str, next: u64) -> String {
+    format!(
+        "\n[read_file stopped at {READ_LINE_LIMIT} lines or {READ_BYTE_CAP} bytes; call read_file({path:?}, #{{offset: {next}}}) to read on]"
+    )
+}
+
+/// Reads lines `offset..offset + limit` of a regular file beneath the
+/// workspace, at most [`READ_BYTE_CAP`] bytes of them; a cut result ends
+/// with [`read_cut_marker`]. Never holds more than the cap in memory.
+fn read_file(path: &str, offset: u64, limit: u64) -> Res<String> {
+    let place = locate(path)?;
+    let (file, _) = place
+        .open_read()
+        .map_err(|e| format!("read_file {path:?}: {e}"))?;
+    let (bytes, next) = read_lines(file, offset, limit, READ_BYTE_CAP)
+        .map_err(|e| format!("read_file {path:?}: {e}"))?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if let Some(next) = next {
+        text.push_str(&read_cut_marker(path, next));
+    }
+    Ok(text)
+}
+
+/// Lines `offset..offset + limit` (1-based) of `file`, at most `cap` bytes,
+/// and the line to read on from when something is left.
+fn read_lines(
+    file: std::fs::File,
+    offset: u64,
+    limit: u64,
+    cap: usize,
+) -> std::io::Result<(Vec<u8>, Option<u64>)> {
+    let mut reader = BufReader::new(file);
+    let mut line_no = 1;
+    while line_no < offset {
+        if reader.skip_until(b'\n')? == 0 {
+            return Ok((Vec::new(), None));
+        }
+        line_no += 1;
+    }
+    let mut out = Vec::new();
+    let mut taken = 0;
+    loop {
+        if taken == limit {
+            let more = !reader.fill_buf()?.is_empty();
+            return Ok((out, more.then_some(line_no)));
+        }
+        let mut line = Vec::new();
+        let room = (cap - out.len()) as u64 + 1;
+        if (&mut reader).take(room).read_until(b'\n', &mut line)? == 0 {
+            return Ok((out, None));
+        }
+        if out.len() + line.len() > cap {
+            if taken == 0 {
+                // One line longer than the cap: its start is better than nothing.
+                line.truncate(cap);
+                out.extend_from_slice(&line);
+                return Ok((out, Some(line_no + 1)));
+            }
+            return Ok((out, Some(line_no)));
+        }
+        out.extend_from_slice(&line);
+        taken += 1;
+        line_no += 1;
+    }
 }
 
 fn write_file(path: &str, text: &str) -> Res<i64> {
-    let full = resolve(path)?;
+    let place = locate(path)?;
     let (runtime, handle, _) = call_context()?;
     let started = Instant::now();
-    let allowed = handle.block_on(runtime.check_write(&full));
+    let allowed = handle.block_on(runtime.check_write(&place.path));
     credit_host_time(started.elapsed());
     allowed.map_err(|text| format!("write_file: {text}"))?;
-    if let Some(parent) = full.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("write_file {path:?}: {e}"))?;
-    }
-    fs::write_atomic(&full, text.as_bytes()).map_err(|e| format!("write_file {path:?}: {e}"))?;
+    place
+        .write(text.as_bytes())
+        .map_err(|e| format!("write_file {path:?}: {e}"))?;
     Ok(text.len() as i64)
 }
 
 fn list_dir(path: &str) -> Res<Array> {
-    let full = resolve(path)?;
-    let entries = std::fs::read_dir(&full).map_err(|e| format!("list_dir {path:?}: {e}"))?;
+    let place = locate(path)?;
+    let entries = place
+        .read_dir()
+        .map_err(|e| format!("list_dir {path:?}: {e}"))?;
     let mut rows: Vec<(String, &'static str, i64)> = entries
-        .filter_map(Result::ok)
+        .into_iter()
         .map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let meta = entry.metadata().ok();
-            let file_type = entry.file_type().ok();
-            let kind = match file_type {
-                Some(t) if t.is_symlink() => "symlink",
-                Some(t) if t.is_dir() => "dir",
-                _ => "file",
+            let (kind, size) = match entry.kind {
+                EntryKind::Dir => ("dir", 0),
+                EntryKind::File(size) => ("file", size as i64),
+                EntryKind::Symlink(_) => ("symlink", 0),
+                EntryKind::Other => ("other", 0),
             };
-            (name, kind, meta.map(|m| m.len() as i64).unwrap_or(0))
+            (entry.name, kind, size)
         })
         .collect();
     rows.sort();
@@ -205,8 +297,16 @@ fn list_dir(path: &str) -> Res<Array> {
         .collect())
 }
 
+/// Whether something exists at the path (symlinks inside followed). A path
+/// leading outside is an error, as for the other file functions.
 fn file_exists(path: &str) -> Res<bool> {
-    Ok(resolve(path)?.exists())
+    match locate(path)?.metadata() {
+        Ok(_) => Ok(true),
+        Err(e @ (AccessError::Outside { .. } | AccessError::TooManyLinks)) => {
+            Err(format!("file_exists {path:?}: {e}").into())
+        }
+        Err(_) => Ok(false),
+    }
 }
 
 /// Reads from the scrubbed child environment, so a script sees exactly what
@@ -272,4 +372,35 @@ fn json_stringify(value: Dynamic) -> Res<ImmutableString> {
 /// refused with an error that names them.
 pub fn to_json(value: &Dynamic) -> Res<serde_json::Value> {
     rhai::serde::from_dynamic::<serde_json::Value>(&value.flatten_clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(text: &str, offset: u64, limit: u64, cap: usize) -> (String, Option<u64>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, text).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let (bytes, next) = read_lines(file, offset, limit, cap).unwrap();
+        (String::from_utf8(bytes).unwrap(), next)
+    }
+
+    #[test]
+    fn read_lines_stops_at_the_line_and_byte_limits() {
+        assert_eq!(lines_of("a\nb\nc", 1, 10, 100), ("a\nb\nc".into(), None));
+        assert_eq!(lines_of("a\nb\nc\n", 2, 1, 100), ("b\n".into(), Some(3)));
+        assert_eq!(lines_of("a\nb\n", 5, 1, 100), (String::new(), None));
+        // The byte cap ends the window on a line boundary.
+        assert_eq!(
+            lines_of("aaaa\nbbbb\ncccc\n", 1, 10, 12),
+            ("aaaa\nbbbb\n".into(), Some(3))
+        );
+        // One line longer than the cap: its start.
+        assert_eq!(
+            lines_of(&"x".repeat(50), 1, 10, 8),
+            ("x".repeat(8), Some(2))
+        );
+    }
 }

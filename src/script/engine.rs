@@ -54,9 +54,25 @@ pub type Printer = Arc<dyn Fn(&str) + Send + Sync>;
 
 static PRINTER: RwLock<Option<Printer>> = RwLock::new(None);
 
-/// Routes script `print`/`debug` output (the UI calls this once at
-/// startup). Without a printer, lines go to stderr with a `[script]` tag.
+/// Lines printed before a printer was installed (while the scripts load);
+/// handed to the printer when it comes.
+static EARLY: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Most early lines kept: a script printing in a loop at load time must
+/// not grow memory without bound.
+const MAX_EARLY_LINES: usize = 200;
+
+/// Routes script `print`/`debug` output; the CLI installs one that turns
+/// each line into an event for the UI. Lines printed earlier go to it
+/// first.
 pub fn set_printer(printer: Printer) {
+    let early = EARLY
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default();
+    for line in &early {
+        printer(line);
+    }
     if let Ok(mut slot) = PRINTER.write() {
         *slot = Some(printer);
     }
@@ -66,7 +82,13 @@ fn print_line(line: &str) {
     let printer = PRINTER.read().ok().and_then(|p| p.clone());
     match printer {
         Some(p) => p(line),
-        None => eprintln!("[script] {line}"),
+        None => {
+            if let Ok(mut early) = EARLY.lock()
+                && early.len() < MAX_EARLY_LINES
+            {
+                early.push(line.to_string());
+            }
+        }
     }
 }
 

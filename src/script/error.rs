@@ -67,7 +67,7 @@ pub fn runtime_error(file: &str, source: &str, err: &EvalAltResult) -> ScriptErr
 /// Rhai appends " (line L, position C)" to messages; the caret shows it.
 fn strip_position(message: &str) -> String {
     match message.rfind(" (line ") {
-        Some(i) if message.ends_with(')') => message[..i].to_string(),
+        Some(i) if message.ends_with(')') => crate::text::prefix(message, i).to_string(),
         _ => message.to_string(),
     }
 }

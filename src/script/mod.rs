@@ -11,27 +11,39 @@
 //! - [`ScriptHost::reload`] re-reads changed files; a file whose new
 //!   version fails keeps its last good version.
 //!
-//! Submodules: [`engine`] (the one engine and per-call limits), [`api`]
-//! (what handlers can call), [`error`] (rendering), [`tools`] (script tools
-//! in the registry).
+//! | file | owns |
+//! |---|---|
+//! | `engine` | the one engine, its limits, the per-call context, `print` |
+//! | `api` | every function a script can call |
+//! | `error` | rendering errors with file, line, column and caret |
+//! | `check` | `agent check`: every hook called once with sample data |
+//! | `prompt` | prompt.rhai: the system prompt and the summary prompt |
+//! | `tools` | tools.rhai: script tools in the one registry |
+//! | `watchdog` | watchdog.rhai: the watchdog's settings and [`crate::watchdog::Rules`] |
+//! | `policy` | policy.rhai: limits, secrets, and [`crate::runtime::policy::Approve`] |
+//! | `models` | models.rhai: profiles and [`crate::client::RequestOptions`] |
 
 pub mod api;
+pub mod check;
 pub mod engine;
 pub mod error;
 pub mod models;
 pub mod policy;
+pub mod policy_api;
+pub mod policy_test;
+pub mod prompt;
 pub mod tools;
+pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use rhai::{AST, CallFnOptions, Dynamic, Map, Scope};
+use rhai::{AST, CallFnOptions, Dynamic, Scope};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ScriptError;
 
-use crate::prompt::PromptContext;
 use engine::{CallGuard, SCRIPT_CALL_BUDGET, engine};
 
 /// The scripts the agent knows, with their embedded defaults.
@@ -171,7 +183,9 @@ fn validate(script: &Script) -> Result<(), String> {
         }
         POLICY => {
             need("settings", 0)?;
-            need("is_secret", 1)?;
+            if !script.has_fn("is_secret", 2) {
+                need("is_secret", 1)?;
+            }
             need("approve", 1)
         }
         MODELS => models::parse(script).map(|_| ()),
@@ -192,6 +206,10 @@ fn default_source(name: &str) -> &'static str {
 pub fn compile_default(name: &'static str) -> Result<Script, ScriptError> {
     compile(name, default_source(name).to_string(), Origin::Default)
 }
+
+/// The most of one script file a fingerprint reads (scripts are small;
+/// a huge file still changes its first megabyte or its mtime).
+const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
 /// What happened to one file on load or reload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,6 +279,34 @@ impl ScriptHost {
         &self.config_dir
     }
 
+    /// What the script files on disk hold now: a hash of each (`None` when
+    /// absent or unreadable). Comparing two fingerprints tells whether a
+    /// file changed in between, even within one mtime tick.
+    pub fn fingerprint(&self) -> Vec<Option<u64>> {
+        use std::hash::{Hash, Hasher};
+        use std::io::Read;
+        DEFAULTS
+            .iter()
+            .map(|(name, _)| {
+                let file = std::fs::File::open(self.config_dir.join(name)).ok()?;
+                let mut bytes = Vec::new();
+                file.take(MAX_SCRIPT_BYTES).read_to_end(&mut bytes).ok()?;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut h);
+                Some(h.finish())
+            })
+            .collect()
+    }
+
+    /// The names of the scripts whose files changed since they were loaded.
+    pub fn changed_names(&self) -> Vec<&'static str> {
+        DEFAULTS
+            .iter()
+            .filter(|(name, _)| self.file_changed(name, &self.config_dir.join(name)))
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
     /// The loaded script of this name.
     pub fn get(&self, name: &str) -> Option<&Arc<Script>> {
         self.scripts.iter().find(|s| s.name == name)
@@ -308,63 +354,6 @@ impl ScriptHost {
         }
         notes
     }
-
-    /// The compaction instructions from `prompt.rhai`; `None` when it
-    /// defines no `summary_prompt()`.
-    pub fn summary_prompt(&self) -> Result<Option<String>, ScriptError> {
-        let script = self.get(PROMPT).ok_or_else(|| missing(PROMPT))?;
-        if !script.has_fn("summary_prompt", 0) {
-            return Ok(None);
-        }
-        Ok(Some(
-            script.call_hook("summary_prompt", vec![])?.to_string(),
-        ))
-    }
-
-    /// Builds the system prompt with `prompt.rhai`.
-    pub fn system_prompt(&self, ctx: &PromptContext) -> Result<String, ScriptError> {
-        let script = self.get(PROMPT).ok_or_else(|| missing(PROMPT))?;
-        let value = script.call_hook("system_prompt", vec![prompt_context_map(ctx)])?;
-        Ok(value.to_string())
-    }
-}
-
-fn approve_sample(approve: &policy::ScriptApprove) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("kind".into(), "shell".into());
-    m.insert("command".into(), "rm -rf /tmp/sample".into());
-    m.insert("path".into(), "".into());
-    m.insert(
-        "workspace".into(),
-        approve.workspace.display().to_string().into(),
-    );
-    m.insert("home".into(), approve.home.clone().into());
-    Dynamic::from_map(m)
-}
-
-fn missing(name: &str) -> ScriptError {
-    ScriptError {
-        rendered: format!("error: {name} is not loaded\n"),
-        summary: format!("{name} is not loaded"),
-    }
-}
-
-/// The `ctx` map `system_prompt(ctx)` receives.
-pub fn prompt_context_map(ctx: &PromptContext) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("cwd".into(), ctx.cwd.clone().into());
-    m.insert("os".into(), ctx.os.clone().into());
-    m.insert("date".into(), ctx.date.clone().into());
-    m.insert("model".into(), ctx.model.clone().into());
-    m.insert(
-        "tools".into(),
-        Dynamic::from_array(ctx.tools.iter().map(|t| Dynamic::from(t.clone())).collect()),
-    );
-    m.insert(
-        "project_instructions".into(),
-        ctx.project_instructions.clone().unwrap_or_default().into(),
-    );
-    Dynamic::from_map(m)
 }
 
 /// Loads one script. With `current` (a reload), a failing user file keeps
@@ -466,183 +455,32 @@ pub fn init(config_dir: &Path, force: bool) -> std::io::Result<Vec<(PathBuf, boo
     Ok(written)
 }
 
-/// One line of `agent check`'s report.
-#[derive(Clone, Debug)]
-pub struct CheckResult {
-    pub name: &'static str,
-    /// The file checked (the user's, or the built-in default).
-    pub path: String,
-    /// `Ok(summary)` or the rendered error.
-    pub result: Result<String, String>,
-}
-
-/// Compiles every script (the user's file where there is one, the default
-/// otherwise) and calls each hook once with sample data.
-pub fn check(config_dir: &Path) -> Vec<CheckResult> {
-    DEFAULTS
-        .iter()
-        .map(|(name, default)| {
-            let path = config_dir.join(name);
-            let (source, origin) = match std::fs::read(&path) {
-                Ok(bytes) => (
-                    String::from_utf8_lossy(&bytes).into_owned(),
-                    Origin::User(path.clone()),
-                ),
-                Err(_) => (default.to_string(), Origin::Default),
-            };
-            let display = match &origin {
-                Origin::User(p) => p.display().to_string(),
-                Origin::Default => format!("(built-in) {name}"),
-            };
-            let result = compile(name, source, origin)
-                .map_err(|e| e.rendered)
-                .and_then(|script| smoke_test(&script).map_err(|e| e.rendered));
-            CheckResult {
-                name,
-                path: display,
-                result,
-            }
-        })
-        .collect()
-}
-
-/// Calls a script's hooks once with sample data and checks what they return.
-fn smoke_test(script: &Script) -> Result<String, ScriptError> {
-    let expect = |what: &str, value: &Dynamic, ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(ScriptError {
-                rendered: format!(
-                    "error: {what} returned {}, which is the wrong type\n --> {}\n",
-                    value.type_name(),
-                    script.display_path()
-                ),
-                summary: format!("{what} returned the wrong type"),
-            })
-        }
+/// The value `settings()` of `script` returns, as JSON, with every field
+/// it leaves out taken from the built-in script of the same name: the
+/// defaults live in the `.rhai` files only. Errors name the script.
+pub fn merged_settings(script: &Script) -> Result<serde_json::Value, String> {
+    let read = |s: &Script| -> Result<serde_json::Value, String> {
+        let value = s.call_hook("settings", vec![]).map_err(|e| e.summary)?;
+        api::to_json(&value).map_err(|e| format!("settings(): {e}"))
     };
-    match script.name {
-        PROMPT => {
-            let ctx = PromptContext {
-                cwd: "/home/user/project".into(),
-                os: std::env::consts::OS.into(),
-                date: "2026-01-01".into(),
-                model: "sample-model".into(),
-                tools: vec!["run_shell".into(), "read_file".into()],
-                project_instructions: Some("Sample AGENTS.md text.".into()),
-            };
-            let value = script.call_hook("system_prompt", vec![prompt_context_map(&ctx)])?;
-            expect("system_prompt(ctx)", &value, value.is_string())?;
-            Ok(format!(
-                "system_prompt(ctx) returned {} characters",
-                value.to_string().len()
-            ))
+    let mut value = read(script)?;
+    if script.origin != Origin::Default
+        && let Ok(default) = compile_default(script.name)
+        && let (Ok(serde_json::Value::Object(base)), serde_json::Value::Object(mine)) =
+            (read(&default), &mut value)
+    {
+        for (k, v) in base {
+            mine.entry(k).or_insert(v);
         }
-        TOOLS => {
-            let defs = tools::definitions(script).map_err(|m| ScriptError {
-                rendered: format!("error: {m}\n"),
-                summary: m,
-            })?;
-            let names: Vec<String> = defs.into_iter().map(|d| d.spec.name).collect();
-            Ok(format!("{} tools: {}", names.len(), names.join(", ")))
-        }
-        WATCHDOG => {
-            let settings = script.call_hook("settings", vec![])?;
-            expect("settings()", &settings, settings.is_map())?;
-            let call = crate::watchdog::sample_call_map();
-            let progress = script.call_hook("is_progress", vec![call])?;
-            expect("is_progress(record)", &progress, progress.is_bool())?;
-            let stop = crate::watchdog::sample_stop_map();
-            let text = script.call_hook("repair_prompt", vec![stop])?;
-            expect("repair_prompt(stop)", &text, text.is_string())?;
-            crate::watchdog::Settings::from_script(&settings).map_err(|m| ScriptError {
-                rendered: format!("error: settings(): {m}\n --> {}\n", script.display_path()),
-                summary: m,
-            })?;
-            Ok("settings(), is_progress(record) and repair_prompt(stop) work".to_string())
-        }
-        POLICY => {
-            let settings =
-                policy::PolicySettings::from_script(script).map_err(|m| ScriptError {
-                    rendered: format!("error: {m}\n --> {}\n", script.display_path()),
-                    summary: m,
-                })?;
-            let secret = script.call_hook("is_secret", vec!["SAMPLE_TOKEN".into()])?;
-            expect("is_secret(name)", &secret, secret.is_bool())?;
-            let approve = policy::ScriptApprove {
-                script: std::sync::Arc::new(compile(
-                    POLICY,
-                    script.source.clone(),
-                    script.origin.clone(),
-                )?),
-                workspace: PathBuf::from("/home/user/project"),
-                home: "/home/user".into(),
-            };
-            let map = approve_sample(&approve);
-            let decision = script.call_hook("approve", vec![map])?;
-            expect("approve(action)", &decision, decision.is_map())?;
-            Ok(format!(
-                "settings(), is_secret(name) and approve(action) work; sandbox {}",
-                settings.sandbox.as_str()
-            ))
-        }
-        MODELS => {
-            let models = models::parse(script).map_err(|m| ScriptError {
-                rendered: format!("error: {m}\n"),
-                summary: m,
-            })?;
-            let mut lines = Vec::new();
-            for profile in models.profiles.values() {
-                if let models::Options::Function(_) = profile.options {
-                    let hook = models::ProfileOptions {
-                        script: std::sync::Arc::new(compile(
-                            MODELS,
-                            script.source.clone(),
-                            script.origin.clone(),
-                        )?),
-                        options: profile.options.clone(),
-                    };
-                    use crate::agent::RequestOptions;
-                    hook.options(&crate::agent::RequestCtx {
-                        turn: 1,
-                        after_tool: false,
-                    })
-                    .map_err(|m| ScriptError {
-                        rendered: format!("error: profile `{}`: options: {m}\n", profile.name),
-                        summary: m,
-                    })?;
-                }
-                let key = if profile.key_env.is_empty() {
-                    "no key needed".to_string()
-                } else if std::env::var(&profile.key_env).is_ok_and(|v| !v.is_empty()) {
-                    format!("key in {}", profile.key_env)
-                } else {
-                    format!("{} is not set", profile.key_env)
-                };
-                let mark = if profile.name == models.default {
-                    " (default)"
-                } else {
-                    ""
-                };
-                lines.push(format!(
-                    "\n    {}{mark}: {} at {}; {key}",
-                    profile.name, profile.model, profile.base_url
-                ));
-            }
-            Ok(format!(
-                "{} profiles:{}",
-                models.profiles.len(),
-                lines.concat()
-            ))
-        }
-        _ => Ok(String::new()),
     }
+    Ok(value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::PromptContext;
+    use prompt::system_prompt;
 
     #[test]
     fn every_default_compiles_and_defines_its_hooks() {
@@ -682,7 +520,7 @@ mod tests {
             tools: vec!["run_shell".into(), "read_file".into()],
             project_instructions: Some("Always run cargo fmt.".into()),
         };
-        let prompt = host.system_prompt(&ctx).unwrap();
+        let prompt = system_prompt(&host, &ctx).unwrap();
         assert!(
             prompt.contains("/home/u/x") && prompt.contains("2026-12-02"),
             "{prompt}"
@@ -702,7 +540,7 @@ mod tests {
             "{notes:?}"
         );
         assert_eq!(
-            host.system_prompt(&PromptContext::default()).unwrap(),
+            system_prompt(&host, &PromptContext::default()).unwrap(),
             "mine"
         );
 
@@ -715,7 +553,7 @@ mod tests {
             "{message}"
         );
         assert_eq!(
-            host.system_prompt(&PromptContext::default()).unwrap(),
+            system_prompt(&host, &PromptContext::default()).unwrap(),
             "mine"
         );
 
@@ -726,8 +564,7 @@ mod tests {
                 .contains("using the built-in default prompt.rhai")
         );
         assert!(
-            fresh
-                .system_prompt(&PromptContext::default())
+            system_prompt(&fresh, &PromptContext::default())
                 .unwrap()
                 .contains("coding agent")
         );

@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use super::engine::{CallGuard, SCRIPT_CALL_BUDGET, engine};
 use super::{Script, api, error};
-use crate::agent::{RequestCtx, RequestOptions};
-use crate::client::ClientConfig;
+use crate::client::{ClientConfig, RequestCtx, RequestOptions};
 use crate::config::Endpoint;
 
-/// The client settings of `models.rhai`, in seconds.
+/// The client settings of `models.rhai`: timeouts in seconds, caps in
+/// bytes.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientSettings {
@@ -27,6 +27,10 @@ pub struct ClientSettings {
     pub connect_timeout: u64,
     pub first_token_timeout: u64,
     pub idle_timeout: u64,
+    // Bounds on what the server sends (see client::bounds).
+    pub request_timeout: u64,
+    pub max_response_bytes: u64,
+    pub max_tool_argument_bytes: u64,
 }
 
 impl Default for ClientSettings {
@@ -36,6 +40,9 @@ impl Default for ClientSettings {
             connect_timeout: crate::client::CONNECT_TIMEOUT.as_secs(),
             first_token_timeout: crate::client::FIRST_TOKEN_TIMEOUT.as_secs(),
             idle_timeout: crate::client::IDLE_TIMEOUT.as_secs(),
+            request_timeout: crate::client::REQUEST_TIMEOUT.as_secs(),
+            max_response_bytes: crate::client::bounds::MAX_RESPONSE_BYTES as u64,
+            max_tool_argument_bytes: crate::client::bounds::MAX_TOOL_ARGUMENT_BYTES as u64,
         }
     }
 }
@@ -47,6 +54,11 @@ impl ClientSettings {
         config.connect_timeout = Duration::from_secs(self.connect_timeout.max(1));
         config.first_token_timeout = Duration::from_secs(self.first_token_timeout.max(1));
         config.idle_timeout = Duration::from_secs(self.idle_timeout.max(1));
+        config.request_timeout = Duration::from_secs(self.request_timeout.max(1));
+        // A zero cap would refuse every answer; one byte is the least.
+        let bytes = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).max(1);
+        config.limits.max_response_bytes = bytes(self.max_response_bytes);
+        config.limits.max_tool_argument_bytes = bytes(self.max_tool_argument_bytes);
     }
 }
 
@@ -296,6 +308,23 @@ mod tests {
         );
         assert_eq!(later.get("tool_choice"), None);
         assert_eq!(later.get("temperature"), Some(&serde_json::json!(0)));
+    }
+
+    #[test]
+    fn the_bounds_reach_the_client_config() {
+        let script = compile(
+            MODELS,
+            "#{ client: #{ request_timeout: 5, max_response_bytes: 1000, max_tool_argument_bytes: 0 }, profiles: #{} }".into(),
+            Origin::User("models.rhai".into()),
+        )
+        .unwrap();
+        let models = parse(&script).unwrap();
+        let mut config = ClientConfig::new("http://x/v1", "m", None);
+        models.client.apply(&mut config);
+        assert_eq!(config.request_timeout, Duration::from_secs(5));
+        assert_eq!(config.limits.max_response_bytes, 1000);
+        assert_eq!(config.limits.max_tool_argument_bytes, 1, "never zero");
+        assert_eq!(config.idle_timeout, crate::client::IDLE_TIMEOUT);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `policy.rhai` for the runtime: its settings (limits, extra roots, the
-//! sandbox switch), the `is_secret(name)` rule, and `approve(action)` as
+//! sandbox switch, the child environment's allow-list), the
+//! `is_secret(name, value)` rule, and `approve(action)` as
 //! the runtime's [`Approve`] hook. A hook that fails never fails open: the
 //! action is asked about (and so denied in one-shot mode without --yes).
 
@@ -30,6 +31,12 @@ pub struct PolicySettings {
     pub network: bool,
     pub max_processes: u64,
     pub max_memory_mb: u64,
+    /// Most bytes of one spill file on disk (race-free file access, issue 13).
+    pub spill_cap: u64,
+    // --- secrets (issue 15) ---
+    /// Variables commands get besides [`runtime::secrets::DEFAULT_ENV_ALLOW`]:
+    /// names, or prefixes ending in `*`. Secrets are removed anyway.
+    pub env_allow: Vec<String>,
 }
 
 impl Default for PolicySettings {
@@ -45,6 +52,8 @@ impl Default for PolicySettings {
             network: false,
             max_processes: sandbox::DEFAULT_MAX_PROCESSES,
             max_memory_mb: sandbox::DEFAULT_MAX_MEMORY_MB,
+            spill_cap: l.spill_cap,
+            env_allow: Vec::new(),
         }
     }
 }
@@ -52,10 +61,8 @@ impl Default for PolicySettings {
 impl PolicySettings {
     /// Reads the settings from the script; errors name the field.
     pub fn from_script(script: &Script) -> Result<PolicySettings, String> {
-        let value = script
-            .call_hook("settings", vec![])
-            .map_err(|e| e.summary)?;
-        let json = serde_json::to_value(&value).map_err(|e| e.to_string())?;
+        // Fields the person's file leaves out come from the built-in file.
+        let json = super::merged_settings(script)?;
         let settings: PolicySettings =
             serde_json::from_value(json).map_err(|e| format!("settings(): {e}"))?;
         if settings.shell_timeout == 0 || settings.max_shell_timeout < settings.shell_timeout {
@@ -65,6 +72,16 @@ impl PolicySettings {
         }
         if settings.output_cap < 1000 {
             return Err("settings(): output_cap must be at least 1000 bytes".into());
+        }
+        if settings.spill_cap < runtime::spill::MIN_SPILL_CAP {
+            return Err(format!(
+                "settings(): spill_cap must be at least {} bytes",
+                runtime::spill::MIN_SPILL_CAP
+            ));
+        }
+        for entry in &settings.env_allow {
+            runtime::secrets::check_allow_entry(entry)
+                .map_err(|e| format!("settings(): env_allow: {e}"))?;
         }
         Ok(settings)
     }
@@ -86,18 +103,36 @@ impl PolicySettings {
             max_shell_timeout: Duration::from_secs(self.max_shell_timeout),
             inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
             output_cap: self.output_cap,
+            spill_cap: self.spill_cap,
             ..Limits::default()
         }
     }
 }
 
-/// Whether the script calls `name` a secret; the built-in rule when the
-/// hook fails.
-pub fn is_secret(script: &Script, name: &str) -> bool {
-    match script.call_hook("is_secret", vec![name.into()]) {
-        Ok(v) => v.as_bool().unwrap_or_else(|_| runtime::is_secret_var(name)),
-        Err(_) => runtime::is_secret_var(name),
+/// Whether the script calls the variable `name` = `value` a secret; the
+/// built-in rule when the hook fails or returns something else than a bool.
+pub fn is_secret(script: &Script, name: &str, value: &str) -> bool {
+    call_is_secret(script, name, value)
+        .ok()
+        .and_then(|v| v.as_bool().ok())
+        .unwrap_or_else(|| runtime::secrets::is_secret_env(name, value))
+}
+
+/// Calls `is_secret(name, value)`, or the older `is_secret(name)`; for the
+/// older form the built-in value rule (URLs with credentials) still applies.
+pub fn call_is_secret(
+    script: &Script,
+    name: &str,
+    value: &str,
+) -> Result<Dynamic, super::ScriptError> {
+    if script.has_fn("is_secret", 2) {
+        return script.call_hook("is_secret", vec![name.into(), value.into()]);
     }
+    let by_name = script.call_hook("is_secret", vec![name.into()])?;
+    Ok(match by_name.as_bool() {
+        Ok(secret) => (secret || runtime::secrets::is_secret_value(value)).into(),
+        Err(_) => by_name,
+    })
 }
 
 /// `approve(action)` as the runtime's approval hook.
@@ -105,21 +140,39 @@ pub struct ScriptApprove {
     pub script: Arc<Script>,
     pub workspace: PathBuf,
     pub home: String,
+    /// The agent's config dir: writes into it ask (`action.config_dir`).
+    pub config_dir: PathBuf,
+    /// Whether shell commands run confined (`action.sandboxed`).
+    pub sandboxed: bool,
 }
 
 impl ScriptApprove {
-    fn action_map(&self, action: &Action) -> Dynamic {
+    /// The parser's view of the world: the workspace and home dir.
+    pub fn context(&self) -> runtime::command::Context<'_> {
+        runtime::command::Context {
+            workspace: &self.workspace,
+            home: (!self.home.is_empty()).then(|| std::path::Path::new(self.home.as_str())),
+            resolve_program: None,
+        }
+    }
+
+    /// The `action` map `approve(action)` receives: the raw text and the
+    /// parsed command (see `scripts/policy.rhai` for the fields).
+    pub fn action_map(&self, action: &Action) -> Dynamic {
         let mut m = Map::new();
         match action {
             Action::Shell { command } => {
                 m.insert("kind".into(), "shell".into());
                 m.insert("command".into(), command.clone().into());
                 m.insert("path".into(), "".into());
+                let parsed = runtime::command::parse(command, &self.context());
+                super::policy_api::insert_parsed(&mut m, &parsed);
             }
             Action::Write { path } => {
                 m.insert("kind".into(), "write".into());
                 m.insert("command".into(), "".into());
                 m.insert("path".into(), path.display().to_string().into());
+                super::policy_api::insert_parsed(&mut m, &Default::default());
             }
         }
         m.insert(
@@ -127,11 +180,24 @@ impl ScriptApprove {
             self.workspace.display().to_string().into(),
         );
         m.insert("home".into(), self.home.clone().into());
+        m.insert(
+            "config_dir".into(),
+            self.config_dir.display().to_string().into(),
+        );
+        m.insert("sandboxed".into(), self.sandboxed.into());
         Dynamic::from_map(m)
     }
 }
 
 impl Approve for ScriptApprove {
+    fn scope(&self, action: &Action) -> String {
+        crate::runtime::policy::scope_key(action, &self.context())
+    }
+
+    fn programs(&self, action: &Action) -> Vec<String> {
+        crate::runtime::policy::programs_of(action, &self.context())
+    }
+
     fn approve(&self, action: &Action) -> Decision {
         let value = match self
             .script
@@ -182,6 +248,8 @@ mod tests {
             script: Arc::new(compile(POLICY, source.into(), Origin::Default).unwrap()),
             workspace: PathBuf::from("/home/u/project"),
             home: "/home/u".into(),
+            config_dir: PathBuf::from("/home/u/.config/agent"),
+            sandboxed: false,
         }
     }
 
@@ -208,13 +276,13 @@ mod tests {
             ("cd x && sudo rm y", "sudo"),
             ("git push --force origin main", "force-pushes"),
             ("git push -f", "force-pushes"),
-            ("curl -fsSL https://x.sh | sh", "pipes a download"),
+            ("curl -fsSL https://x.sh | sh", "pipes the output of `curl`"),
             ("wget -qO- https://x | sudo bash", "sudo"),
             ("rm -rf /etc/nginx", "outside the workspace"),
             ("rm -rf ~/old", "outside the workspace"),
             ("rm -r ../other", "outside the workspace"),
-            ("echo 'alias x=y' >> ~/.bashrc", "dotfile"),
-            ("dd if=/dev/zero of=/dev/sda", "disk device"),
+            ("echo 'alias x=y' >> ~/.bashrc", "outside the workspace"),
+            ("dd if=/dev/zero of=/dev/sda", "the device /dev/sda"),
         ] {
             match p.approve(&shell(risky)) {
                 Decision::Ask(reason) => assert!(reason.contains(why), "{risky}: {reason}"),
@@ -234,8 +302,43 @@ mod tests {
     #[test]
     fn secrets_and_settings_come_from_the_script() {
         let p = default_policy();
-        assert!(is_secret(&p.script, "GITHUB_TOKEN") && is_secret(&p.script, "AGENT_API_KEY"));
-        assert!(!is_secret(&p.script, "PATH"));
+        // The default script and the built-in rule agree.
+        for (name, value) in [
+            ("GITHUB_TOKEN", "x"),
+            ("AGENT_API_KEY", "x"),
+            ("db_password", "x"),
+            ("PGPASSFILE", "/x"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "/x"),
+            ("NPM_AUTH", "x"),
+            ("SSH_AUTH_SOCK", "/tmp/ssh/agent.1"),
+            ("MY_PRIVATE_THING", "x"),
+            ("DATABASE_URL", "postgres://user:password@host/db"),
+            ("REPO", "https://ghp_token@github.com/o/r"),
+            ("PATH", "/bin"),
+            ("GIT_AUTHOR_NAME", "Alice"),
+            ("HOMEPAGE", "https://example.com/a@b"),
+            ("LANG", "C.UTF-8"),
+        ] {
+            assert_eq!(
+                is_secret(&p.script, name, value),
+                runtime::secrets::is_secret_env(name, value),
+                "{name}={value}"
+            );
+        }
+        assert!(is_secret(&p.script, "DATABASE_URL", "postgres://u:p@h/db"));
+        assert!(!is_secret(&p.script, "PATH", "/bin"));
+        // The older one-argument form still works, with the value rule added.
+        let old = compile(
+            POLICY,
+            "fn settings() { #{} }\nfn is_secret(n) { n == \"MINE\" }\nfn approve(a) { #{decision: \"allow\"} }".into(),
+            Origin::User(PathBuf::from("policy.rhai")),
+        )
+        .unwrap();
+        assert!(is_secret(&old, "MINE", "x") && is_secret(&old, "DB", "mysql://u:p@h"));
+        assert!(
+            !is_secret(&old, "GITHUB_TOKEN", "x"),
+            "the script decides names"
+        );
         assert_eq!(
             PolicySettings::from_script(&p.script).unwrap(),
             PolicySettings::default()
@@ -246,7 +349,7 @@ mod tests {
     fn a_broken_hook_fails_closed() {
         let script = compile(
             POLICY,
-            "fn settings() { #{} }\nfn is_secret(n) { false }\nfn approve(a) { a.no_such_field.len() }".into(),
+            "fn settings() { #{} }\nfn is_secret(n, v) { false }\nfn approve(a) { a.no_such_field.len() }".into(),
             Origin::User(PathBuf::from("policy.rhai")),
         )
         .unwrap();
@@ -254,6 +357,8 @@ mod tests {
             script: Arc::new(script),
             workspace: PathBuf::from("/w"),
             home: String::new(),
+            config_dir: PathBuf::from("/c"),
+            sandboxed: false,
         };
         assert!(
             matches!(p.approve(&shell("ls")), Decision::Ask(r) if r.contains("policy.rhai failed"))

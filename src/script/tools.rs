@@ -23,6 +23,9 @@ use crate::tools::{Tool, ToolContext, ToolOrigin, ToolSpec};
 pub struct ToolDef {
     pub spec: ToolSpec,
     pub handler: FnPtr,
+    /// `mutating: false` in the entry declares a tool that only reads;
+    /// anything else (or nothing) counts as one that may change files.
+    pub mutating: bool,
 }
 
 /// Reads the tool list from a loaded `tools.rhai`. Every problem names the
@@ -98,6 +101,12 @@ pub fn definitions(script: &Script) -> Result<Vec<ToolDef>, String> {
             }
             None => return Err(format!("{at}: `handler` is missing")),
         };
+        let mutating = match map.get("mutating") {
+            None => true,
+            Some(v) => v
+                .as_bool()
+                .map_err(|t| format!("{at}: `mutating` must be true or false, not {t}"))?,
+        };
         defs.push(ToolDef {
             spec: ToolSpec {
                 name,
@@ -105,6 +114,7 @@ pub fn definitions(script: &Script) -> Result<Vec<ToolDef>, String> {
                 parameters,
             },
             handler,
+            mutating,
         });
     }
     Ok(defs)
@@ -164,7 +174,7 @@ impl ScriptTool {
             .call::<Dynamic>(engine(), &self.script.ast, (args,))
         {
             Ok(value) => match result_text(value) {
-                Ok(text) => ToolOutput::ok(text),
+                Ok(text) => ToolOutput::ok(cap_result(text, ctx.runtime.limits.output_cap)),
                 Err(e) => ToolOutput::failed(
                     ErrorKind::Failed,
                     format!(
@@ -187,6 +197,44 @@ impl ScriptTool {
             }
         }
     }
+}
+
+/// The line that replaces the middle of a script tool's result longer
+/// than the output cap, like a shell command's.
+pub fn result_cut_marker(omitted: usize, total: usize) -> String {
+    format!(
+        "\n[... {omitted} bytes omitted: the tool's result was {total} bytes, more than the output cap ...]\n"
+    )
+}
+
+/// Keeps a script tool's result within `cap` bytes, as the built-in tools'
+/// outputs are: the first quarter and the last three quarters of the cap,
+/// with [`result_cut_marker`] between (cut on character boundaries).
+pub fn cap_result(text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let floor = |mut i: usize| {
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let head_end = floor(cap / 4);
+    let tail_start = {
+        let mut i = text.len() - (cap - cap / 4);
+        while !text.is_char_boundary(i) {
+            i += 1;
+        }
+        i
+    };
+    let omitted = tail_start - head_end;
+    [
+        text.get(..head_end).unwrap_or(""),
+        &result_cut_marker(omitted, text.len()),
+        text.get(tail_start..).unwrap_or(""),
+    ]
+    .concat()
 }
 
 /// A handler's value as tool text: strings as they are, `()` as nothing,
@@ -213,6 +261,10 @@ impl Tool for ScriptTool {
         ToolOrigin::Script
     }
 
+    fn is_mutating(&self) -> bool {
+        self.def.mutating
+    }
+
     fn call(
         &self,
         args: serde_json::Map<String, Value>,
@@ -234,5 +286,28 @@ impl Tool for ScriptTool {
                     )
                 })
         })
+    }
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    #[test]
+    fn long_results_keep_head_and_tail_with_a_marker() {
+        assert_eq!(cap_result("short".into(), 1000), "short");
+        let text = format!("{}{}", "h".repeat(5000), "t".repeat(5000));
+        let capped = cap_result(text, 4000);
+        assert!(capped.starts_with(&"h".repeat(1000)));
+        assert!(capped.ends_with(&"t".repeat(3000)));
+        assert!(
+            capped.contains(&result_cut_marker(6000, 10_000)),
+            "{}",
+            capped.get(990..1100).unwrap_or("")
+        );
+        // Character boundaries are respected.
+        let wide = "é".repeat(3000);
+        let capped = cap_result(wide, 1001);
+        assert!(capped.contains("bytes omitted"));
     }
 }

@@ -13,14 +13,9 @@ pub fn unknown_tool(name: &str, known: &[String]) -> String {
 /// The arguments were not valid JSON.
 pub fn arguments_not_json(parse_error: &str, raw: &str) -> String {
     const SHOWN: usize = 200;
-    let shown: String = raw.chars().take(SHOWN).collect();
-    let more = if raw.chars().count() > SHOWN {
-        "…"
-    } else {
-        ""
-    };
+    let shown = crate::text::shorten(raw, SHOWN);
     format!(
-        "Error: the tool arguments are not valid JSON ({parse_error}). You sent: {shown}{more}\nSend the arguments again as one JSON object, with strings quoted and escaped."
+        "Error: the tool arguments are not valid JSON ({parse_error}). You sent: {shown}\nSend the arguments again as one JSON object, with strings quoted and escaped."
     )
 }
 

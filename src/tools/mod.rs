@@ -57,6 +57,13 @@ pub trait Tool: Send + Sync {
         ToolOrigin::Builtin
     }
 
+    /// Whether a call may change files or other state. The watchdog looks
+    /// at the workspace after mutating calls only, so this is `true`
+    /// unless the tool is sure it only reads.
+    fn is_mutating(&self) -> bool {
+        true
+    }
+
     /// Runs the tool. `args` has already been checked against the schema's
     /// `required` list and top-level types. Failures are returned as a
     /// failed [`ToolOutput`], never as a panic.

@@ -1,30 +1,39 @@
 //! The watchdog: catch runaway loops early, never stop diligent work.
 //!
 //! It follows the seed's loop budget (a soft budget of turns, renewed on
-//! progress up to a hard cap; repeated-action, consecutive-error and
-//! stagnation detectors; one repair prompt per user turn, then a stop) and
-//! judges progress by *outcomes* instead of first sightings:
+//! progress up to a hard cap; one repair prompt per user turn, then a stop)
+//! and judges progress by *outcomes* instead of first sightings:
 //!
 //! - a repeated call whose (masked) output changed is progress, and an
 //!   output that says nothing (`(no output)`) is not;
 //! - a call that moves the workspace to a new state (a write, `sed -i`) is
 //!   progress; a write that leaves it unchanged, or returns it to a state
 //!   already seen, is not;
-//! - whether a call is progress is decided by `is_progress(record)` in
-//!   `watchdog.rhai`, given the facts computed here.
+//! - whether a call is progress is decided by [`Rules::is_progress`]
+//!   (`is_progress(record)` in `watchdog.rhai`), given the facts computed
+//!   here.
 //!
-//! Beyond exact repeats it catches ping-pong cycles, the same error from
-//! different arguments, arguments that differ only by a counter, duplicate
-//! calls inside one response, repeated assistant text, read-only wandering
-//! (stagnation) and empty responses. Calls that wait (`sleep`, `until`...)
-//! get more room, so polling a slow service is not mistaken for a loop.
+//! | file | owns |
+//! |---|---|
+//! | `settings` | the thresholds (values in `watchdog.rhai`) |
+//! | `detectors` | one function per runaway class, each with its tests |
+//! | `budget` | the soft budget, its renewal, the notice and the cap |
+//! | `judge` | the [`Judge`]: watchdog, workspace tracker and run log for the loop |
+//! | `rules` | the [`Rules`] trait and the script-free [`rules::FallbackRules`] |
+//! | `mask` | stable call keys and volatile-token masking |
+//! | `replay` | `agent replay` and the run log format |
 //!
 //! [`Watchdog::observe`] is a pure state machine over [`TurnRecord`]s: the
 //! live loop, `agent replay` and the tests all drive the same code.
 
+pub mod budget;
+pub mod detectors;
+pub mod judge;
 pub mod mask;
 pub mod replay;
 pub mod rules;
+pub mod settings;
+pub mod workspace;
 
 use std::collections::{HashMap, HashSet};
 
@@ -32,84 +41,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{ErrorKind, ToolStatus};
-use mask::{action_key, hash_of, mask_volatile, says_nothing, shape_key};
+use mask::{action_key, hash_of, mask_volatile, says_nothing};
 
-/// Thresholds, from `settings()` in `watchdog.rhai`. A detector set to 0
-/// is switched off. Unknown fields are errors, so typos are caught.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    /// Model turns per user message before the budget runs out.
-    pub base_budget: u32,
-    /// The budget is renewed on progress up to base_budget × this.
-    pub hard_cap_multiplier: u32,
-    /// Renew when this few turns are left and the last turn made progress.
-    pub renew_when_left: u32,
-    /// Tell the model how much is left when this few turns remain.
-    pub notice_when_left: u32,
-    /// The same call with the same outcome, in the same workspace state.
-    pub repeated_action: u32,
-    /// The same for calls that wait (`sleep`, `until`...): polling.
-    pub poll_repeats: u32,
-    /// Turns in a row where every call failed (waits excepted).
-    pub consecutive_errors: u32,
-    /// The same error from calls with different arguments.
-    pub same_error: u32,
-    /// Turns in a row without progress.
-    pub stagnation: u32,
-    /// Full A-B (or A-B-C) cycles with unchanged outcomes.
-    pub ping_pong: u32,
-    /// Calls that differ only by numbers, all with the same outcome.
-    pub counter_args: u32,
-    /// Identical calls inside one response.
-    pub duplicate_calls: u32,
-    /// The same assistant text in this many turns without progress.
-    pub repeated_text: u32,
-    /// Responses with neither text nor tool calls.
-    pub empty_responses: u32,
-    /// Tools that change files; their progress is judged by the workspace.
-    pub write_tools: Vec<String>,
-    /// Words that mark a shell command as waiting (polling).
-    pub wait_words: Vec<String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            base_budget: 12,
-            hard_cap_multiplier: 4,
-            renew_when_left: 2,
-            notice_when_left: 2,
-            repeated_action: 3,
-            poll_repeats: 8,
-            consecutive_errors: 3,
-            same_error: 3,
-            stagnation: 4,
-            ping_pong: 2,
-            counter_args: 3,
-            duplicate_calls: 3,
-            repeated_text: 3,
-            empty_responses: 1,
-            write_tools: vec!["write_file".into(), "edit_file".into()],
-            wait_words: ["sleep", "wait", "until", "retry", "timeout", "watch"]
-                .map(String::from)
-                .to_vec(),
-        }
-    }
-}
-
-impl Settings {
-    /// Reads settings from the value `settings()` returned.
-    pub fn from_script(value: &rhai::Dynamic) -> Result<Settings, String> {
-        let json = serde_json::to_value(value).map_err(|e| e.to_string())?;
-        serde_json::from_value(json).map_err(|e| e.to_string())
-    }
-
-    pub fn hard_cap(&self) -> u32 {
-        self.base_budget
-            .saturating_mul(self.hard_cap_multiplier.max(1))
-    }
-}
+pub use judge::Judge;
+pub use rules::Rules;
+pub use settings::Settings;
 
 /// One tool call as the watchdog sees it; also a line of `agent replay`
 /// input.
@@ -155,8 +91,10 @@ mod replay_status {
     }
 }
 
-/// One model turn: its text and the calls it made.
+/// One model turn: its text and the calls it made. Unknown fields are
+/// errors, so a file that is not a run log is not read as empty turns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnRecord {
     /// Set when this turn starts a new user message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,7 +121,7 @@ pub struct CallFacts<'a> {
 }
 
 /// Why the watchdog stepped in, for the repair prompt and the person.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StopInfo {
     /// The rule that fired (`repeated_action`, `max_steps`...).
     pub rule: &'static str,
@@ -194,15 +132,48 @@ pub struct StopInfo {
     pub hard_cap: u32,
 }
 
+/// Turns used in the current user turn, and the current limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub used: u32,
+    pub limit: u32,
+}
+
 /// The judgement of one model turn.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Continue {
+        budget: Budget,
+    },
+    /// Continue, and tell the model how much budget is left.
+    Notice {
+        budget: Budget,
+        text: String,
+    },
+    /// A rule fired for the first time this user turn: send the repair
+    /// prompt `text`.
+    Repair {
+        budget: Budget,
+        stop: StopInfo,
+        reason: String,
+        text: String,
+    },
+    /// Hand control back to the person. With `summarise`, the budget ran
+    /// out: the model gets one tool-less turn to summarise first.
+    Stop {
+        budget: Budget,
+        stop: StopInfo,
+        reason: String,
+        summarise: bool,
+    },
+}
+
+/// The kind of a [`Verdict`], for logs and tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VerdictKind {
     Continue,
-    /// Continue, and tell the model how much budget is left.
     Notice,
-    /// A rule fired for the first time this user turn: send the repair prompt.
     Repair,
-    /// Hand control back to the person.
     Stop,
 }
 
@@ -217,31 +188,51 @@ impl VerdictKind {
     }
 }
 
-/// The watchdog's answer for one turn.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    pub kind: VerdictKind,
-    /// Empty for `continue`.
-    pub reason: String,
-    pub used: u32,
-    pub limit: u32,
-    /// Set for repairs and stops.
-    pub stop: Option<StopInfo>,
-    /// The repair prompt, for `repair`.
-    pub repair_text: Option<String>,
-    /// The budget ran out: give the model one tool-less turn to summarise.
-    pub summarise: bool,
-}
+impl Verdict {
+    pub fn kind(&self) -> VerdictKind {
+        match self {
+            Verdict::Continue { .. } => VerdictKind::Continue,
+            Verdict::Notice { .. } => VerdictKind::Notice,
+            Verdict::Repair { .. } => VerdictKind::Repair,
+            Verdict::Stop { .. } => VerdictKind::Stop,
+        }
+    }
 
-/// The hooks the watchdog consults; `watchdog.rhai` in the live agent.
-pub trait Rules: Send {
-    fn is_progress(&mut self, facts: &CallFacts<'_>) -> bool;
-    fn repair_prompt(&mut self, stop: &StopInfo) -> String;
+    pub fn budget(&self) -> Budget {
+        match self {
+            Verdict::Continue { budget }
+            | Verdict::Notice { budget, .. }
+            | Verdict::Repair { budget, .. }
+            | Verdict::Stop { budget, .. } => *budget,
+        }
+    }
+
+    /// Why, for the person: the rule, its message and the evidence (empty
+    /// for `continue`; the note itself for `notice`).
+    pub fn reason(&self) -> &str {
+        match self {
+            Verdict::Continue { .. } => "",
+            Verdict::Notice { text, .. } => text,
+            Verdict::Repair { reason, .. } | Verdict::Stop { reason, .. } => reason,
+        }
+    }
+
+    /// The rule that fired, for repairs and stops.
+    pub fn stop(&self) -> Option<&StopInfo> {
+        match self {
+            Verdict::Repair { stop, .. } | Verdict::Stop { stop, .. } => Some(stop),
+            _ => None,
+        }
+    }
 }
 
 /// Texts of the rules, shown to the model in the repair prompt and to the
 /// person when a turn stops.
 pub mod messages {
+    /// How every note from the watchdog starts, so the model never takes
+    /// it for the person's words.
+    pub const AGENT_NOTE: &str =
+        "[agent watchdog — this note is from the agent, not from the user]";
     pub const REPEATED_ACTION: &str = "the same tool call was repeated with the same result";
     pub const POLL_REPEATS: &str =
         "the same waiting command was repeated many times with the same result";
@@ -258,33 +249,65 @@ pub mod messages {
     pub const HARD_CAP: &str = "the hard cap on turns was reached";
 }
 
-#[derive(Default)]
-struct ActionStats {
-    /// Occurrences with the current outcome in the current workspace state.
-    same: u32,
-    last: Option<(u64, Option<String>)>,
+/// The note sent with the final, tool-less request when the budget ran out.
+pub const SUMMARISE_PROMPT: &str = "[agent watchdog — this note is from the agent, not from the user] The turn budget is used up, so tools are off for this last answer. Summarise for the user what you did, what works, and what is left to do.";
+
+/// A detector that fired: which rule, its message and the evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fired {
+    pub rule: &'static str,
+    pub message: &'static str,
+    pub evidence: String,
 }
 
+impl Fired {
+    pub fn new(rule: &'static str, message: &'static str, evidence: String) -> Self {
+        Fired {
+            rule,
+            message,
+            evidence,
+        }
+    }
+}
+
+/// What the watchdog remembers of one call key in the current user turn.
 #[derive(Default)]
-struct UserTurn {
-    turns: u32,
-    budget: u32,
-    repaired: bool,
-    stopped: bool,
-    actions: HashMap<String, ActionStats>,
-    /// shape → (keys seen, outcomes seen, calls without progress)
-    shapes: HashMap<String, (HashSet<String>, HashSet<u64>, u32)>,
+pub struct ActionStats {
+    /// Occurrences with the current outcome in the current workspace state.
+    pub same: u32,
+    /// The last outcome and the workspace state it came in.
+    pub last: Option<(u64, Option<String>)>,
+}
+
+/// Calls of one shape (a key with its numbers masked).
+#[derive(Default)]
+pub struct ShapeStats {
+    pub keys: HashSet<String>,
+    pub outcomes: HashSet<u64>,
+    /// Calls of this shape in a row without progress.
+    pub stale: u32,
+}
+
+/// The state of one user turn.
+#[derive(Default)]
+pub struct UserTurn {
+    pub turns: u32,
+    pub budget: u32,
+    pub repaired: bool,
+    pub stopped: bool,
+    pub actions: HashMap<String, ActionStats>,
+    pub shapes: HashMap<String, ShapeStats>,
     /// masked failed outcome → distinct action keys that produced it
-    errors: HashMap<u64, HashSet<String>>,
-    outputs_seen: HashSet<u64>,
-    workspaces_seen: HashSet<String>,
-    workspace: Option<String>,
-    /// (action key + outcome) of each call, for cycle detection
-    sequence: Vec<(u64, bool)>,
-    texts: HashMap<String, u32>,
-    no_progress_turns: u32,
-    error_turns: u32,
-    empty_responses: u32,
+    pub errors: HashMap<u64, HashSet<String>>,
+    pub outputs_seen: HashSet<u64>,
+    pub workspaces_seen: HashSet<String>,
+    pub workspace: Option<String>,
+    /// (action key + outcome) of each call, and whether it was progress
+    pub sequence: Vec<(u64, bool)>,
+    pub texts: HashMap<String, u32>,
+    pub no_progress_turns: u32,
+    pub error_turns: u32,
+    pub empty_responses: u32,
 }
 
 /// The watchdog of one conversation.
@@ -305,6 +328,11 @@ impl Watchdog {
         w
     }
 
+    /// A watchdog that never intervenes (see [`Settings::disabled`]).
+    pub fn disabled() -> Self {
+        Watchdog::new(Settings::disabled(), Box::new(rules::FallbackRules))
+    }
+
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
@@ -323,8 +351,11 @@ impl Watchdog {
     }
 
     /// Turns used and the current limit.
-    pub fn budget(&self) -> (u32, u32) {
-        (self.turn.turns, self.turn.budget)
+    pub fn budget(&self) -> Budget {
+        Budget {
+            used: self.turn.turns,
+            limit: self.turn.budget,
+        }
     }
 
     /// Whether this user turn was stopped (later turns are skipped).
@@ -339,52 +370,20 @@ impl Watchdog {
     }
 
     /// Judges one model turn. A turn with a `user` field starts a new user
-    /// message first.
+    /// message first. The detectors run in a fixed order and the first that
+    /// fires is the one reported.
     pub fn observe(&mut self, record: &TurnRecord) -> Verdict {
         if record.user.is_some() {
             let workspace = self.turn.workspace.clone();
             self.begin_user_turn(workspace);
         }
-        let s = self.settings.clone();
+        let s = &self.settings;
         let t = &mut self.turn;
         t.turns += 1;
 
-        let mut fired: Option<(&'static str, &'static str, String)> = None;
-        let mut fire = |rule: &'static str, message: &'static str, evidence: String| {
-            if fired.is_none() {
-                fired = Some((rule, message, evidence));
-            }
-        };
-
-        // Empty responses.
-        if record.calls.is_empty() && record.text.trim().is_empty() {
-            t.empty_responses += 1;
-            if on(s.empty_responses) && t.empty_responses >= s.empty_responses {
-                fire(
-                    "empty_response",
-                    messages::EMPTY_RESPONSE,
-                    format!("{} empty response(s) in this turn", t.empty_responses),
-                );
-            }
-        }
-
-        // Duplicates inside this response.
-        let mut in_response: HashMap<String, u32> = HashMap::new();
-        for call in &record.calls {
-            *in_response
-                .entry(action_key(&call.name, &call.input))
-                .or_default() += 1;
-        }
-        if let Some((key, n)) = in_response.iter().max_by_key(|(_, n)| **n)
-            && on(s.duplicate_calls)
-            && *n >= s.duplicate_calls
-        {
-            fire(
-                "duplicate_calls",
-                messages::DUPLICATE_CALLS,
-                format!("{} was asked for {n} times in one response", short(key)),
-            );
-        }
+        let mut fired: Vec<Fired> = Vec::new();
+        fired.extend(detectors::empty_response(t, s, record));
+        fired.extend(detectors::duplicate_calls(s, record));
 
         let mut turn_progress = false;
         let mut all_failed = !record.calls.is_empty();
@@ -400,41 +399,22 @@ impl Watchdog {
             let masked = mask_volatile(&call.output);
             let exit = call.exit_code.map(|c| c.to_string()).unwrap_or_default();
             let outcome = hash_of(&[call.status.as_str(), &exit, &masked]);
-            let is_write = s.write_tools.iter().any(|w| w == &call.name);
-            let is_wait = is_wait(command, &s.wait_words);
+            let is_write = s.is_write_tool(&call.name);
+            let is_wait = detectors::is_wait(command, &s.wait_words);
             only_waits &= is_wait;
             all_failed &= call.status == ToolStatus::Failed;
 
-            // Workspace facts. When the state before the call is unknown
-            // (no identifier, or a log that did not record where it
-            // started), a write is presumed to change the workspace (the
-            // seed's rule) and anything else not to.
-            let (workspace_changed, workspace_seen) = match &call.workspace {
-                Some(ws) => {
-                    let changed = match t.workspace.as_deref() {
-                        Some(before) => before != ws,
-                        None => is_write,
-                    };
-                    let seen = changed && t.workspaces_seen.contains(ws);
-                    t.workspaces_seen.insert(ws.clone());
-                    t.workspace = Some(ws.clone());
-                    (changed, seen)
-                }
-                None => (is_write, false),
-            };
+            let (workspace_changed, workspace_seen) = workspace_facts(t, call, is_write);
             let state = t.workspace.clone();
-
-            let stats = t.actions.entry(key.clone()).or_default();
-            let first_time = stats.last.is_none();
-            let output_changed = match &stats.last {
-                None => !t.outputs_seen.contains(&outcome),
-                Some((last, _)) => *last != outcome,
-            };
+            let last = t.actions.get(&key).and_then(|a| a.last.clone());
             let facts = CallFacts {
                 call,
                 command,
-                first_time,
-                output_changed,
+                first_time: last.is_none(),
+                output_changed: match &last {
+                    None => !t.outputs_seen.contains(&outcome),
+                    Some((last, _)) => *last != outcome,
+                },
                 output_empty: says_nothing(&call.output, call.exit_code),
                 is_write,
                 workspace_changed,
@@ -443,287 +423,118 @@ impl Watchdog {
             let progress = self.rules.is_progress(&facts);
             turn_progress |= progress;
 
-            // Repeats: same outcome in the same workspace state. A duplicate
-            // inside one response counts once.
+            // A duplicate inside one response counts once.
             if counted.insert(key.clone()) {
-                let same_as_last = stats.last.as_ref() == Some(&(outcome, state.clone()));
-                stats.same = if same_as_last { stats.same + 1 } else { 1 };
-                stats.last = Some((outcome, state));
-                let (limit, message, rule) = if is_wait {
-                    (s.poll_repeats, messages::POLL_REPEATS, "poll_repeats")
-                } else {
-                    (
-                        s.repeated_action,
-                        messages::REPEATED_ACTION,
-                        "repeated_action",
-                    )
-                };
-                if !progress && on(limit) && stats.same >= limit {
-                    fire(
-                        rule,
-                        message,
-                        format!(
-                            "{} ran {} times with the same result: {}",
-                            short(&key),
-                            stats.same,
-                            snippet(&call.output)
-                        ),
-                    );
-                }
+                let stats = t.actions.entry(key.clone()).or_default();
+                fired.extend(detectors::repeated_call(
+                    stats,
+                    s,
+                    &key,
+                    (outcome, state),
+                    is_wait,
+                    progress,
+                    &call.output,
+                ));
             }
-
-            // Counter arguments. Waits that differ only by a number
-            // (`sleep 2`, `sleep 4`...) are a back-off: a poller's room.
-            let shape = t.shapes.entry(shape_key(&key)).or_default();
-            shape.0.insert(key.clone());
-            shape.1.insert(outcome);
-            shape.2 = if progress { 0 } else { shape.2 + 1 };
-            let (limit, message, rule) = if is_wait {
-                (s.poll_repeats, messages::POLL_REPEATS, "poll_repeats")
-            } else {
-                (s.counter_args, messages::COUNTER_ARGS, "counter_args")
-            };
-            if on(limit) && shape.0.len() >= 2 && shape.1.len() == 1 && shape.2 >= limit {
-                fire(
-                    rule,
-                    message,
-                    format!(
-                        "{} calls shaped like {} all gave: {}",
-                        shape.2,
-                        short(&shape_key(&key)),
-                        snippet(&call.output)
-                    ),
-                );
-            }
-
-            // The same error from different arguments.
+            let shape = t.shapes.entry(mask::shape_key(&key)).or_default();
+            fired.extend(detectors::counter_args(
+                shape,
+                s,
+                &key,
+                outcome,
+                is_wait,
+                progress,
+                &call.output,
+            ));
             if call.status == ToolStatus::Failed && !is_wait {
-                let keys = t.errors.entry(hash_of(&[&call.name, &masked])).or_default();
-                keys.insert(key.clone());
-                if on(s.same_error) && keys.len() >= s.same_error as usize {
-                    fire(
-                        "same_error",
-                        messages::SAME_ERROR,
-                        format!(
-                            "{} different calls to {} failed with: {}",
-                            keys.len(),
-                            call.name,
-                            snippet(&call.output)
-                        ),
-                    );
-                }
+                fired.extend(detectors::same_error(&mut t.errors, s, call, &key, &masked));
             }
-
             t.outputs_seen.insert(outcome);
             t.sequence
                 .push((hash_of(&[&key, &outcome.to_string()]), progress));
         }
 
-        // Cycles: A B A B (or A B C A B C) with unchanged outcomes.
-        if on(s.ping_pong)
-            && let Some(period) = cycle_period(&t.sequence, s.ping_pong as usize)
-        {
-            fire(
-                "ping_pong",
-                messages::PING_PONG,
-                format!(
-                    "the last {} calls repeat a cycle of {period} calls with the same results",
-                    period * s.ping_pong as usize
-                ),
-            );
-        }
+        fired.extend(detectors::ping_pong(t, s));
+        fired.extend(detectors::consecutive_errors(
+            t, s, record, all_failed, only_waits,
+        ));
+        fired.extend(detectors::repeated_text(
+            t,
+            s,
+            record,
+            turn_progress,
+            only_waits,
+        ));
+        fired.extend(detectors::stagnation(
+            t,
+            s,
+            record,
+            turn_progress,
+            only_waits,
+        ));
 
-        // Turns where everything failed.
-        t.error_turns = if all_failed && !only_waits {
-            t.error_turns + 1
-        } else {
-            0
+        match fired.into_iter().next() {
+            Some(first) => self.intervene(first),
+            None => budget::after_turn(&mut self.turn, &self.settings, record, turn_progress),
+        }
+    }
+
+    /// The verdict for a detector that fired: the first time in a user
+    /// turn a repair prompt, after that a stop.
+    fn intervene(&mut self, fired: Fired) -> Verdict {
+        let t = &mut self.turn;
+        let budget = Budget {
+            used: t.turns,
+            limit: t.budget,
         };
-        if on(s.consecutive_errors) && t.error_turns >= s.consecutive_errors {
-            let last = record
-                .calls
-                .last()
-                .map(|c| snippet(&c.output))
-                .unwrap_or_default();
-            fire(
-                "consecutive_errors",
-                messages::CONSECUTIVE_ERRORS,
-                format!(
-                    "{} turns in a row failed; the last error: {last}",
-                    t.error_turns
-                ),
-            );
-        }
-
-        // Repeated assistant text. Saying "still waiting" while polling is
-        // not a loop: waiting turns are left to `poll_repeats`.
-        let text = record.text.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !text.is_empty() && !record.calls.is_empty() && !turn_progress && !only_waits {
-            let n = t.texts.entry(text.clone()).or_default();
-            *n += 1;
-            if on(s.repeated_text) && *n >= s.repeated_text {
-                fire(
-                    "repeated_text",
-                    messages::REPEATED_TEXT,
-                    format!("\"{}\" was written {n} times", snippet(&text)),
-                );
-            }
-        }
-
-        // Stagnation (read-only wandering). Waiting turns neither count
-        // nor reset; a final answer ends the turn anyway.
-        if turn_progress {
-            t.no_progress_turns = 0;
-        } else if !record.calls.is_empty() && !only_waits {
-            t.no_progress_turns += 1;
-        }
-        if on(s.stagnation) && t.no_progress_turns >= s.stagnation {
-            fire(
-                "stagnation",
-                messages::STAGNATION,
-                format!(
-                    "{} turns without progress; the calls either failed or showed nothing new",
-                    t.no_progress_turns
-                ),
-            );
-        }
-
-        let (used, budget, hard_cap) = (t.turns, t.budget, s.hard_cap());
-        if let Some((rule, message, evidence)) = fired {
-            let stop = StopInfo {
-                rule,
-                message: message.to_string(),
-                evidence,
-                turns_used: used,
+        let stop = StopInfo {
+            rule: fired.rule,
+            message: fired.message.to_string(),
+            evidence: fired.evidence,
+            turns_used: t.turns,
+            budget: t.budget,
+            hard_cap: self.settings.hard_cap(),
+        };
+        let reason = format!("{}: {} ({})", stop.rule, stop.message, stop.evidence);
+        if !t.repaired {
+            t.repaired = true;
+            let text = self.rules.repair_prompt(&stop);
+            return Verdict::Repair {
                 budget,
-                hard_cap,
-            };
-            let reason = format!("{rule}: {message} ({})", stop.evidence);
-            if !t.repaired {
-                t.repaired = true;
-                let text = self.rules.repair_prompt(&stop);
-                return Verdict {
-                    kind: VerdictKind::Repair,
-                    reason,
-                    used,
-                    limit: budget,
-                    stop: Some(stop),
-                    repair_text: Some(text),
-                    summarise: false,
-                };
-            }
-            t.stopped = true;
-            return Verdict {
-                kind: VerdictKind::Stop,
+                stop,
                 reason,
-                used,
-                limit: budget,
-                stop: Some(stop),
-                repair_text: None,
-                summarise: false,
+                text,
             };
         }
-
-        // The budget: renew on progress near its end, up to the hard cap.
-        if turn_progress && used + s.renew_when_left >= t.budget && t.budget < hard_cap {
-            t.budget = (t.budget + s.base_budget).min(hard_cap);
-        }
-        let budget = t.budget;
-        if used >= budget && !record.calls.is_empty() {
-            t.stopped = true;
-            let (rule, message) = if budget >= hard_cap {
-                ("hard_cap", messages::HARD_CAP)
-            } else {
-                ("max_steps", messages::MAX_STEPS)
-            };
-            let stop = StopInfo {
-                rule,
-                message: message.to_string(),
-                evidence: format!("{used} of {budget} turns used"),
-                turns_used: used,
-                budget,
-                hard_cap,
-            };
-            return Verdict {
-                kind: VerdictKind::Stop,
-                reason: format!("{rule}: {message} ({used} of {budget} turns)"),
-                used,
-                limit: budget,
-                stop: Some(stop),
-                repair_text: None,
-                summarise: true,
-            };
-        }
-        if !record.calls.is_empty() && budget - used <= s.notice_when_left {
-            return Verdict {
-                kind: VerdictKind::Notice,
-                reason: budget_notice(budget - used, budget, hard_cap),
-                used,
-                limit: budget,
-                stop: None,
-                repair_text: None,
-                summarise: false,
-            };
-        }
-        Verdict {
-            kind: VerdictKind::Continue,
-            reason: String::new(),
-            used,
-            limit: budget,
-            stop: None,
-            repair_text: None,
+        t.stopped = true;
+        Verdict::Stop {
+            budget,
+            stop,
+            reason,
             summarise: false,
         }
     }
 }
 
-/// The note the model sees near the end of its budget.
-pub fn budget_notice(left: u32, budget: u32, hard_cap: u32) -> String {
-    format!(
-        "[agent watchdog] {left} of {budget} turns left in this budget (hard cap {hard_cap}). The budget is renewed only while you make progress; finish the task or summarise where you are."
-    )
-}
-
-/// The note sent with the final, tool-less request when the budget ran out.
-pub const SUMMARISE_PROMPT: &str = "[agent watchdog — this note is from the agent, not from the user] The turn budget is used up, so tools are off for this last answer. Summarise for the user what you did, what works, and what is left to do.";
-
-fn on(threshold: u32) -> bool {
-    threshold > 0
-}
-
-fn is_wait(command: &str, words: &[String]) -> bool {
-    command
-        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '-')
-        .any(|word| words.iter().any(|w| w == word))
-}
-
-/// The period (2 or 3) of a cycle repeated `cycles` times at the end of
-/// `seq`, made of distinct calls none of which made progress.
-fn cycle_period(seq: &[(u64, bool)], cycles: usize) -> Option<usize> {
-    for period in 2..=3 {
-        let need = period * cycles.max(2);
-        if seq.len() < need {
-            continue;
+/// Whether a call changed the workspace, and whether it went back to a
+/// state seen before. When the state before the call is unknown (no
+/// identifier, or a log that did not record where it started), a write is
+/// presumed to change the workspace (the seed's rule) and anything else
+/// not to.
+fn workspace_facts(t: &mut UserTurn, call: &CallRecord, is_write: bool) -> (bool, bool) {
+    match &call.workspace {
+        Some(ws) => {
+            let changed = match t.workspace.as_deref() {
+                Some(before) => before != ws,
+                None => is_write,
+            };
+            let seen = changed && t.workspaces_seen.contains(ws);
+            t.workspaces_seen.insert(ws.clone());
+            t.workspace = Some(ws.clone());
+            (changed, seen)
         }
-        let tail = &seq[seq.len() - need..];
-        let distinct: HashSet<u64> = tail[..period].iter().map(|(h, _)| *h).collect();
-        if distinct.len() != period {
-            continue;
-        }
-        let periodic = tail
-            .iter()
-            .enumerate()
-            .all(|(i, (h, _))| *h == tail[i % period].0);
-        let stale = tail[period..].iter().all(|(_, progress)| !progress);
-        if periodic && stale {
-            return Some(period);
-        }
+        None => (is_write, false),
     }
-    None
-}
-
-fn short(key: &str) -> String {
-    snippet(key)
 }
 
 /// The first line of a text, shortened, for evidence.
@@ -737,8 +548,8 @@ pub fn snippet(text: &str) -> String {
         .filter(|l| !l.is_empty() && *l != "[stderr]");
     let line = lines.next().unwrap_or("");
     let more = lines.next().is_some();
-    if line.chars().count() > MAX {
-        format!("{}…", line.chars().take(MAX).collect::<String>())
+    if crate::text::longer_than(line, MAX) {
+        crate::text::shorten(line, MAX)
     } else if more {
         format!("{line} …")
     } else if line.is_empty() {
@@ -748,9 +559,9 @@ pub fn snippet(text: &str) -> String {
     }
 }
 
-/// A sample call map for `agent check`.
-pub fn sample_call_map() -> rhai::Dynamic {
-    let call = CallRecord {
+/// A sample call and its facts, for `agent check` to try `is_progress`.
+pub fn sample_call() -> CallRecord {
+    CallRecord {
         name: "run_shell".into(),
         input: serde_json::json!({"command": "git commit -m 'fix'"}),
         status: ToolStatus::Ok,
@@ -758,9 +569,13 @@ pub fn sample_call_map() -> rhai::Dynamic {
         exit_code: Some(0),
         error_kind: None,
         workspace: Some("w1".into()),
-    };
-    rules::facts_map(&CallFacts {
-        call: &call,
+    }
+}
+
+/// The facts of [`sample_call`].
+pub fn sample_facts(call: &CallRecord) -> CallFacts<'_> {
+    CallFacts {
+        call,
         command: "git commit -m 'fix'",
         first_time: true,
         output_changed: true,
@@ -768,17 +583,95 @@ pub fn sample_call_map() -> rhai::Dynamic {
         is_write: false,
         workspace_changed: true,
         workspace_seen: false,
-    })
+    }
 }
 
-/// A sample stop map for `agent check`.
-pub fn sample_stop_map() -> rhai::Dynamic {
-    rules::stop_map(&StopInfo {
+/// A sample stop, for `agent check` to try `repair_prompt`.
+pub fn sample_stop() -> StopInfo {
+    StopInfo {
         rule: "repeated_action",
         message: messages::REPEATED_ACTION.into(),
         evidence: "run_shell ls ran 3 times with the same result".into(),
         turns_used: 3,
         budget: 12,
         hard_cap: 48,
-    })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Thresholds for unit tests, pinned here so a test does not change
+    /// meaning when the person-facing defaults in `watchdog.rhai` move.
+    pub fn settings() -> Settings {
+        Settings {
+            base_budget: 12,
+            hard_cap_multiplier: 4,
+            renew_when_left: 2,
+            notice_when_left: 2,
+            repeated_action: 3,
+            poll_repeats: 8,
+            consecutive_errors: 3,
+            same_error: 3,
+            stagnation: 4,
+            ping_pong: 2,
+            counter_args: 3,
+            duplicate_calls: 3,
+            repeated_text: 3,
+            empty_responses: 1,
+            write_tools: vec!["write_file".into(), "edit_file".into()],
+            wait_words: ["sleep", "wait", "until", "retry", "timeout", "watch"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+
+    fn shell(command: &str, output: &str) -> TurnRecord {
+        TurnRecord {
+            calls: vec![CallRecord {
+                name: "run_shell".into(),
+                input: serde_json::json!({ "command": command }),
+                output: output.into(),
+                workspace: Some("w".into()),
+                ..CallRecord::default()
+            }],
+            ..TurnRecord::default()
+        }
+    }
+
+    #[test]
+    fn the_first_rule_repairs_and_the_next_stops() {
+        let mut w = Watchdog::new(settings(), Box::new(rules::FallbackRules));
+        let kinds: Vec<VerdictKind> = (0..5)
+            .map(|_| w.observe(&shell("ls", "a.txt")).kind())
+            .collect();
+        assert_eq!(kinds[..2], [VerdictKind::Continue, VerdictKind::Continue]);
+        assert_eq!(kinds[2], VerdictKind::Repair);
+        assert!(kinds[3..].contains(&VerdictKind::Stop));
+        assert!(w.stopped());
+        w.resume();
+        assert!(!w.stopped());
+        assert_eq!(w.budget().used, 0);
+    }
+
+    #[test]
+    fn a_changing_output_is_progress() {
+        let mut w = Watchdog::new(settings(), Box::new(rules::FallbackRules));
+        for i in 0..10 {
+            let v = w.observe(&shell("cat log", &format!("line {i}")));
+            assert_eq!(v.kind(), VerdictKind::Continue, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn a_disabled_watchdog_never_intervenes() {
+        let mut w = Watchdog::disabled();
+        for _ in 0..100 {
+            assert_eq!(
+                w.observe(&shell("ls", "same")).kind(),
+                VerdictKind::Continue
+            );
+        }
+    }
 }

@@ -33,6 +33,13 @@ pub enum Reply {
     },
     /// Accept the request and never answer (until the test ends).
     Hang,
+    /// `200 text/event-stream`: `head`, then `chunk` again and again (each
+    /// after its delay) until the client hangs up. An endless answer, or
+    /// endless keep-alives.
+    Repeat { head: Vec<Chunk>, chunk: Chunk },
+    /// `200 application/json` headers promising a body, then `partial` of
+    /// it, then silence (until the test ends).
+    StalledJson { partial: String },
 }
 
 impl Reply {
@@ -57,6 +64,26 @@ impl Reply {
     /// Text and tool calls in one response.
     pub fn text_and_tools(text: &str, shape: Shape, calls: &[(&str, &str, &str)]) -> Reply {
         Reply::sse(tool_events(shape, Some(text), calls))
+    }
+
+    /// An answer that never ends: `text` in every chunk, without delay.
+    pub fn endless_text(text: &str) -> Reply {
+        Reply::Repeat {
+            head: chunks(&[delta(json!({"role": "assistant", "content": ""}))]),
+            chunk: chunks(&[delta(json!({"content": text}))]).remove(0),
+        }
+    }
+
+    /// After `head`, only `keep_alive` (a comment, an empty chunk...) every
+    /// `every`, forever.
+    pub fn keep_alives(head: Vec<Chunk>, keep_alive: &str, every: Duration) -> Reply {
+        Reply::Repeat {
+            head,
+            chunk: Chunk {
+                bytes: keep_alive.as_bytes().to_vec(),
+                delay: every,
+            },
+        }
     }
 
     pub fn status(code: u16, body: &str) -> Reply {
@@ -340,6 +367,31 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
             socket.write_all(body.as_bytes()).await?;
         }
         Some(Reply::Hang) => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Some(Reply::Repeat { head, chunk }) => {
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n")
+                .await?;
+            for c in head {
+                socket.write_all(&c.bytes).await?;
+            }
+            // Ends when the client hangs up and the write fails.
+            loop {
+                if !chunk.delay.is_zero() {
+                    tokio::time::sleep(chunk.delay).await;
+                }
+                socket.write_all(&chunk.bytes).await?;
+            }
+        }
+        Some(Reply::StalledJson { partial }) => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                partial.len() + 1000
+            );
+            socket.write_all(head.as_bytes()).await?;
+            socket.write_all(partial.as_bytes()).await?;
+            socket.flush().await?;
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         None => {

@@ -84,7 +84,14 @@ pub fn client_config(base_url: &str) -> ClientConfig {
 
 /// An in-process agent with the built-in tools, working in `dirs.workspace`.
 pub fn agent_for(base_url: &str, dirs: &Dirs) -> Agent {
-    let client = ChatClient::new(client_config(base_url)).expect("client");
+    agent_with(
+        ChatClient::new(client_config(base_url)).expect("client"),
+        dirs,
+    )
+}
+
+/// Like [`agent_for`], with a client configured by the test.
+pub fn agent_with(client: ChatClient, dirs: &Dirs) -> Agent {
     let runtime = Runtime::new(
         dirs.workspace.clone(),
         dirs.data.join("outputs"),
@@ -93,17 +100,61 @@ pub fn agent_for(base_url: &str, dirs: &Dirs) -> Agent {
             std::env::var("PATH").unwrap_or_default(),
         )],
     );
-    Agent::new(
-        client,
+    let mut agent = Agent::new(
+        Arc::new(client),
         Arc::new(Registry::with_builtins()),
         Arc::new(runtime),
         "test system prompt".into(),
+        judge(dirs),
+    );
+    agent.set_summary_prompt(
+        agent::script::prompt::builtin_summary_prompt().expect("the built-in summary prompt"),
+    );
+    agent
+}
+
+/// The judge with the built-in watchdog.rhai, for `dirs.workspace`.
+pub fn judge(dirs: &Dirs) -> agent::watchdog::Judge {
+    agent::watchdog::Judge::new(
+        agent::script::watchdog::default_watchdog().0,
+        dirs.workspace.clone(),
     )
 }
 
 /// The built `agent` binary with a clean environment pointing at `dirs`.
 pub fn agent_command(dirs: &Dirs, base_url: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    let cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    with_agent_env(cmd, dirs, base_url)
+}
+
+/// [`agent_command`] run by `/usr/bin/time -v`, which reports the peak
+/// memory on stderr (read it with [`peak_rss_kb`]).
+pub fn measured_agent_command(dirs: &Dirs, base_url: &str) -> tokio::process::Command {
+    assert!(
+        Path::new(TIME).exists(),
+        "{TIME} is missing: install GNU time (apt-get install time)"
+    );
+    let mut cmd = tokio::process::Command::new(TIME);
+    cmd.args(["-v", env!("CARGO_BIN_EXE_agent")]);
+    with_agent_env(cmd, dirs, base_url)
+}
+
+const TIME: &str = "/usr/bin/time";
+
+/// The peak resident memory `/usr/bin/time -v` reported, in KB.
+pub fn peak_rss_kb(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak memory in the output of time -v:\n{stderr}"))
+}
+
+fn with_agent_env(
+    mut cmd: tokio::process::Command,
+    dirs: &Dirs,
+    base_url: &str,
+) -> tokio::process::Command {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &dirs.home)

@@ -32,6 +32,7 @@ use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getgid, getuid, setsid};
 
+use super::cgroup::PidsCgroup;
 use super::layers;
 use super::{INIT_SUBCOMMAND, LaunchError, LaunchOptions};
 
@@ -114,6 +115,31 @@ pub fn launcher(opts: &LaunchOptions) -> Result<u8, LaunchError> {
     // Fails only for a group leader, which then has no terminal of its own
     // to lose either way.
     let _ = setsid();
+    // The kernel's bound on the tree's tasks, where a pids hierarchy is
+    // writable (it binds for root, which RLIMIT_NPROC does not).
+    let cgroup = (opts.max_processes > 0)
+        .then(|| {
+            PidsCgroup::create(opts.max_processes.saturating_mul(layers::TASKS_PER_PROCESS)).ok()
+        })
+        .flatten();
+    let code = contain_in_namespaces(opts)?;
+    if let Some(cgroup) = &cgroup
+        && cgroup.hit_limit()
+        && code != PROCESS_LIMIT_EXIT
+    {
+        // The kernel refused forks at the limit before the init's count
+        // saw it: the command is told the same way.
+        let line = format!("{}\n", process_limit_message(opts.max_processes));
+        let _ = io::Write::write_all(&mut io::stderr(), line.as_bytes());
+    }
+    // Removed before the launcher relays a signal to itself.
+    drop(cgroup);
+    Ok(relay(code))
+}
+
+/// The launcher's namespaces and init; returns the init's exit code (or
+/// 128 + its signal).
+fn contain_in_namespaces(opts: &LaunchOptions) -> Result<u8, LaunchError> {
     let (uid, gid) = (getuid(), getgid());
     let mut flags = CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS;
     // Root in the agent's namespace could undo the mounts and setns() out;
@@ -127,7 +153,7 @@ pub fn launcher(opts: &LaunchOptions) -> Result<u8, LaunchError> {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     if unshare(flags).is_err() {
-        return direct(opts);
+        return direct(opts).map(|()| 0);
     }
     if user_ns {
         layers::map_ids(0, 0, uid.as_raw(), gid.as_raw())
@@ -152,7 +178,7 @@ pub fn launcher(opts: &LaunchOptions) -> Result<u8, LaunchError> {
         };
         match signal {
             Signal::SIGCHLD => match init.try_wait() {
-                Ok(Some(status)) => return Ok(relay(code_of(status))),
+                Ok(Some(status)) => return Ok(code_of(status)),
                 Ok(None) => {}
                 Err(e) => return Err(LaunchError::Setup(format!("cannot wait: {e}"))),
             },
@@ -169,7 +195,8 @@ fn wait_failed(e: nix::Error) -> LaunchError {
 
 /// Without namespaces: confine this process as far as the kernel allows
 /// and become the command (stdin from `/dev/null`, not the owner's pipe).
-fn direct(opts: &LaunchOptions) -> Result<u8, LaunchError> {
+/// Returns only on failure.
+fn direct(opts: &LaunchOptions) -> Result<(), LaunchError> {
     if opts.confine {
         confine_self(opts)?;
     } else {
@@ -225,6 +252,25 @@ pub fn init(opts: &LaunchOptions) -> Result<u8, LaunchError> {
             .map_err(|e| LaunchError::Setup(format!("cannot nest a user namespace: {e}")))?;
         layers::map_ids(uid, gid, 0, 0).map_err(setup)?;
     }
+    // The watchers start before the limits and the command: a fork bomb
+    // can fill the process limit before a thread started later could be
+    // created, and then nothing would count. They start with the
+    // forwarded signals blocked (so only the main thread takes them), and
+    // the main thread unblocks them again for the command, which must not
+    // inherit the mask.
+    let signals = block_signals().map_err(setup)?;
+    let max_processes = opts.max_processes;
+    std::thread::Builder::new()
+        .name("owner".into())
+        .spawn(watch_owner)
+        .map_err(setup)?;
+    if max_processes > 0 {
+        std::thread::Builder::new()
+            .name("count".into())
+            .spawn(move || watch_count(max_processes))
+            .map_err(setup)?;
+    }
+    signals.thread_unblock().map_err(|e| setup(e.into()))?;
     if opts.confine {
         confine_self(opts)?;
     } else {
@@ -241,8 +287,6 @@ pub fn init(opts: &LaunchOptions) -> Result<u8, LaunchError> {
         })?;
     let command_pid = Pid::from_raw(i32::try_from(command.id()).unwrap_or(i32::MAX));
     let signals = block_signals().map_err(setup)?;
-    let max_processes = opts.max_processes;
-    std::thread::spawn(move || watch_owner_and_count(max_processes));
     // The command may have exited before SIGCHLD was blocked: look once.
     let mut pending = Some(Signal::SIGCHLD);
     loop {
@@ -253,7 +297,9 @@ pub fn init(opts: &LaunchOptions) -> Result<u8, LaunchError> {
         match signal {
             Signal::SIGCHLD => {
                 if let Some(code) = reap(command_pid) {
-                    return Ok(code);
+                    // A watcher that killed the command decides the code.
+                    let watcher = ENDED_BY_WATCHER.load(std::sync::atomic::Ordering::SeqCst);
+                    return Ok(if watcher != 0 { watcher } else { code });
                 }
             }
             signal => {
@@ -281,15 +327,11 @@ fn reap(command: Pid) -> Option<u8> {
     }
 }
 
-/// The init's watcher threads: one ends the init (and so the namespace)
-/// when the owner's pipe on stdin closes; the other when the namespace
-/// holds `max_processes` processes, the init included. Apart, so neither
-/// can hold up the other.
-fn watch_owner_and_count(max_processes: u64) {
-    std::thread::spawn(watch_owner);
-    if max_processes == 0 {
-        return;
-    }
+/// The init's counting thread: ends the init (and so the namespace) when
+/// the namespace holds `max_processes` processes, the init included. The
+/// kernel's `RLIMIT_NPROC` (a multiple of it) holds a fork bomb back
+/// between two counts.
+fn watch_count(max_processes: u64) {
     loop {
         std::thread::sleep(SUPERVISE_INTERVAL);
         // The init counts, as it shares the command's user namespace.
@@ -316,10 +358,15 @@ fn watch_owner() {
     }
 }
 
+/// Why a watcher ended the namespace (0: none): the code the init exits
+/// with, also when its main thread reaps the killed command first.
+static ENDED_BY_WATCHER: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
 /// Kills every process of the namespace at once (SIGKILL to -1 reaches
 /// all but the init), then ends the init, which makes the kernel kill
 /// whatever was forked in between.
 fn end_namespace(code: u8) -> ! {
+    ENDED_BY_WATCHER.store(code, std::sync::atomic::Ordering::SeqCst);
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     std::process::exit(i32::from(code))
 }

@@ -44,10 +44,12 @@ pub struct SandboxReport {
     pub read_only_mounts: Missing,
     /// The seccomp filter refusing Unix sockets.
     pub seccomp: Missing,
-    /// Whether `RLIMIT_NPROC` binds (not for uid 0 outside a user
-    /// namespace; the init's count of the namespace's processes holds
-    /// either way).
-    pub nproc_rlimit: Missing,
+    /// A hard bound on a command's tasks: a pids cgroup, or
+    /// `RLIMIT_NPROC` for a user other than root (it does not bind for
+    /// uid 0 of the first user namespace, which a root agent's commands
+    /// map to). Without one, only the init's count (every 25 ms) holds a
+    /// fork bomb back.
+    pub process_limit: Missing,
 }
 
 /// The layers `require` insists on, with their names as shown.
@@ -77,7 +79,7 @@ impl SandboxReport {
             network_namespace: m(),
             read_only_mounts: m(),
             seccomp: m(),
-            nproc_rlimit: m(),
+            process_limit: m(),
         }
     }
 
@@ -91,7 +93,7 @@ impl SandboxReport {
             ("network namespace", &self.network_namespace),
             ("read-only mounts", &self.read_only_mounts),
             ("seccomp", &self.seccomp),
-            ("nproc rlimit", &self.nproc_rlimit),
+            ("process limit", &self.process_limit),
         ]
     }
 
@@ -160,10 +162,16 @@ impl SandboxReport {
                 } else {
                     "auto"
                 };
+                let nothing_holds = self.landlock_fs.is_some() && self.namespaces.is_some();
                 if self.refusal(network).is_some() && mode == SandboxMode::Require {
                     format!(
                         "sandbox require: commands are REFUSED, missing: {}",
                         self.missing_required(network).join(", ")
+                    )
+                } else if nothing_holds {
+                    format!(
+                        "sandbox {word}: NOT confining commands on this kernel, missing: {} ({limits})",
+                        missing.join(", ")
                     )
                 } else if missing.is_empty() {
                     format!(
@@ -201,6 +209,15 @@ fn result<T>(r: Result<T, impl std::fmt::Display>) -> Missing {
 pub fn probe_here() -> SandboxReport {
     let mut report = SandboxReport::default();
     let (uid, gid) = (getuid(), getgid());
+    // Before the user namespace: the cgroup is created as the real user.
+    let cgroup = super::cgroup::PidsCgroup::create(16);
+    report.process_limit = match (&cgroup, uid.is_root()) {
+        (Ok(_), _) | (Err(_), false) => None,
+        (Err(e), true) => Some(format!(
+            "running as root with no writable pids cgroup ({e}): RLIMIT_NPROC does not bind for root, so only the sandbox's count of processes every 25 ms holds a fork bomb back"
+        )),
+    };
+    drop(cgroup);
     let user =
         unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID)
             .map_err(|e| format!("unshare: {e}"))
@@ -208,12 +225,6 @@ pub fn probe_here() -> SandboxReport {
                 layers::map_ids(0, 0, uid.as_raw(), gid.as_raw()).map_err(|e| e.to_string())
             });
     report.namespaces = result(user.clone());
-    // Since Linux 5.17 only root of the first user namespace is exempt from
-    // RLIMIT_NPROC; inside the command's namespace it binds for root too.
-    report.nproc_rlimit = (user.is_err() && uid.is_root()).then(|| {
-        "uid 0 outside a user namespace is exempt; the init's count of the namespace's processes is what holds"
-            .into()
-    });
     if user.is_ok() {
         report.network_namespace = result(unshare(CloneFlags::CLONE_NEWNET));
         report.read_only_mounts = result(

@@ -5,16 +5,16 @@
 //! endings. The result shows the edited region with line numbers, so the
 //! model can check the edit without reading the file again.
 
-use std::io;
-use std::path::Path;
+use std::io::Read;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::read::number_line;
+use super::read::{number_line, open_for_read};
+use super::write::write_failed;
 use super::{Access, ToolContext, blocking, failed, messages, target};
 use crate::protocol::{ErrorKind, ToolOutput};
-use crate::runtime::fs::write_atomic;
+use crate::runtime::beneath::{AccessError, Located};
 use crate::tools::{Tool, ToolSpec, arg_bool, arg_str};
 
 /// Unchanged lines shown before and after each edited region.
@@ -89,29 +89,29 @@ impl Tool for EditFile {
                 return ToolOutput::failed(ErrorKind::InvalidArgs, messages::EDIT_SAME_STRINGS);
             }
             let shown = arg_str(&args, "path").to_string();
-            let path = match target(&ctx, &shown, Access::Write).await {
-                Ok(path) => path,
+            let place = match target(&ctx, &shown, Access::Write).await {
+                Ok(place) => place,
                 Err(output) => return output,
             };
             let replace_all = arg_bool(&args, "replace_all");
-            blocking(move || edit_file(&path, &shown, &old, &new, replace_all)).await
+            blocking(move || edit_file(&place, &shown, &old, &new, replace_all)).await
         })
     }
 }
 
-fn edit_file(path: &Path, shown: &str, old: &str, new: &str, replace_all: bool) -> ToolOutput {
-    match std::fs::metadata(path) {
+fn edit_file(place: &Located, shown: &str, old: &str, new: &str, replace_all: bool) -> ToolOutput {
+    let mut file = match place.metadata() {
         Ok(meta) if meta.is_dir() => return failed(messages::edit_is_dir(shown)),
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return failed(messages::edit_not_found_file(shown));
-        }
-        Err(e) => return failed(messages::io_failed("read", shown, &e)),
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) => return failed(messages::io_failed("read", shown, &e)),
+        Err(AccessError::NotFound) => return failed(messages::edit_not_found_file(shown)),
+        _ => match open_for_read(place, shown) {
+            Ok((file, _)) => file,
+            Err(output) => return output,
+        },
     };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        return failed(messages::io_failed("read", shown, &e));
+    }
     let Ok(content) = String::from_utf8(bytes) else {
         return failed(messages::edit_not_utf8(shown));
     };
@@ -122,8 +122,8 @@ fn edit_file(path: &Path, shown: &str, old: &str, new: &str, replace_all: bool) 
         }
         Err(Mismatch::Many(count)) => return failed(messages::edit_many_matches(shown, count)),
     };
-    if let Err(e) = write_atomic(path, edit.content.as_bytes()) {
-        return failed(messages::io_failed("write", shown, &e));
+    if let Err(e) = place.write(edit.content.as_bytes()) {
+        return write_failed(shown, &e);
     }
     let mut text = messages::edit_done(shown, edit.regions.len());
     text.push('\n');
@@ -173,13 +173,13 @@ fn splice(content: &str, old: &str, new: &str, replace_all: bool) -> Result<Edit
     let mut regions = Vec::with_capacity(starts.len());
     let mut copied = 0;
     for start in starts {
-        out.push_str(&content[copied..start]);
+        out.push_str(content.get(copied..start).unwrap_or(""));
         let at = out.len();
         out.push_str(new);
         regions.push((at, out.len()));
         copied = start + old.len();
     }
-    out.push_str(&content[copied..]);
+    out.push_str(content.get(copied..).unwrap_or(""));
     Ok(Edit {
         content: out,
         regions,
@@ -209,7 +209,12 @@ fn snippet(content: &str, regions: &[(usize, usize)]) -> String {
         return messages::READ_EMPTY_FILE.to_string();
     }
     let last_index = lines.len() - 1;
-    let line_of = |byte: usize| content[..byte].matches('\n').count().min(last_index);
+    let line_of = |byte: usize| {
+        crate::text::prefix(content, byte)
+            .matches('\n')
+            .count()
+            .min(last_index)
+    };
 
     // Line ranges (0-based, inclusive) to show, merged when they touch.
     let mut ranges: Vec<(usize, usize)> = Vec::new();
@@ -248,6 +253,8 @@ mod tests {
     use super::*;
     use crate::protocol::ToolStatus;
     use crate::tools::builtin::test_support::call;
+
+    use std::path::Path;
 
     async fn edit(dir: &Path, args: Value) -> ToolOutput {
         call(dir, "edit_file", args).await

@@ -1,16 +1,13 @@
 //! `list_dir`: the entries of one directory, sorted by name, with kinds and
 //! sizes. Not recursive: a recursive listing of a real project is too large
-//! to be useful, and `run_shell` with `find` or `rg --files` does it better.
-
-use std::fs::DirEntry;
-use std::io;
-use std::path::Path;
+//! to be useful, and `glob` (by name) or `grep` (by content) does it better.
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::{Access, ToolContext, blocking, failed, messages, target};
+use super::{Access, ToolContext, access_failed, blocking, failed, messages, target};
 use crate::protocol::ToolOutput;
+use crate::runtime::beneath::{self, AccessError, EntryKind, Located};
 use crate::runtime::fs::human_size;
 use crate::tools::{Tool, ToolSpec, arg_str};
 
@@ -22,7 +19,7 @@ pub const MAX_ENTRIES: usize = 1000;
 const DEFAULT_PATH: &str = ".";
 
 const DESCRIPTION: &str = "Lists the entries of one directory, sorted by name: `name/  (dir)`, `name  (file, SIZE)`, `name -> target  (symlink)`. \
-Not recursive; for a recursive listing or a search by name use run_shell with `find` or `rg --files`.";
+Not recursive; to find files by name at any depth use glob, to search their contents use grep.";
 
 /// The `list_dir` tool.
 pub struct ListDir {
@@ -57,6 +54,10 @@ impl Default for ListDir {
 }
 
 impl Tool for ListDir {
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
@@ -69,11 +70,11 @@ impl Tool for ListDir {
             } else {
                 given.to_string()
             };
-            let path = match target(&ctx, &shown, Access::Read).await {
-                Ok(path) => path,
+            let place = match target(&ctx, &shown, Access::Read).await {
+                Ok(place) => place,
                 Err(output) => return output,
             };
-            blocking(move || list_dir(&path, &shown)).await
+            blocking(move || list_dir(&place, &shown)).await
         })
     }
 }
@@ -105,45 +106,40 @@ impl Entry {
     }
 }
 
-fn list_dir(path: &Path, shown: &str) -> ToolOutput {
-    match std::fs::metadata(path) {
+fn list_dir(place: &Located, shown: &str) -> ToolOutput {
+    let refused = |e: AccessError| match e {
+        AccessError::NotFound => failed(messages::list_not_found(shown)),
+        AccessError::NotDir => failed(messages::list_not_dir(shown)),
+        other => access_failed("list", shown, &other)
+            .unwrap_or_else(|| failed(messages::access_failed("list", shown, &other.to_string()))),
+    };
+    match place.metadata() {
         Ok(meta) if !meta.is_dir() => return failed(messages::list_not_dir(shown)),
         Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return failed(messages::list_not_found(shown));
-        }
-        Err(e) => return failed(messages::io_failed("list", shown, &e)),
+        Err(e) => return refused(e),
     }
-    let entries = match read_entries(path) {
-        Ok(entries) => entries,
-        Err(e) => return failed(messages::io_failed("list", shown, &e)),
-    };
-    ToolOutput::ok(format_listing(entries, shown))
+    match place.read_dir() {
+        Ok(entries) => ToolOutput::ok(format_listing(
+            entries.into_iter().map(describe).collect(),
+            shown,
+        )),
+        Err(e) => refused(e),
+    }
 }
 
-fn read_entries(path: &Path) -> io::Result<Vec<Entry>> {
-    let mut entries = Vec::new();
-    for entry in std::fs::read_dir(path)? {
-        entries.push(describe(&entry?));
-    }
-    Ok(entries)
-}
-
-/// Describes an entry without following symlinks. An entry whose details
-/// cannot be read (it vanished, or permission) is still listed, as `other`.
-fn describe(entry: &DirEntry) -> Entry {
-    let name = entry.file_name().to_string_lossy().into_owned();
-    let kind = match entry.file_type() {
-        Ok(t) if t.is_dir() => Kind::Dir,
-        Ok(t) if t.is_file() => Kind::File(entry.metadata().map(|m| m.len()).unwrap_or(0)),
-        Ok(t) if t.is_symlink() => Kind::Symlink(
-            std::fs::read_link(entry.path())
-                .map(|target| target.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| "?".to_string()),
-        ),
-        _ => Kind::Other,
+/// An entry as the listing shows it (described without following
+/// symlinks).
+fn describe(entry: beneath::Entry) -> Entry {
+    let kind = match entry.kind {
+        EntryKind::Dir => Kind::Dir,
+        EntryKind::File(size) => Kind::File(size),
+        EntryKind::Symlink(target) => Kind::Symlink(target),
+        EntryKind::Other => Kind::Other,
     };
-    Entry { name, kind }
+    Entry {
+        name: entry.name,
+        kind,
+    }
 }
 
 /// Sorts by name and prints at most [`MAX_ENTRIES`] entries.

@@ -11,7 +11,7 @@ use crate::runtime::fs::human_size;
 
 // ---- shared by the file tools ----
 
-/// `runtime::fs::resolve` refused the path.
+/// `Runtime::locate` (or the access beneath the root) refused the path.
 pub fn bad_path(path: &str, reason: &str) -> String {
     format!("Error: cannot use the path `{path}`: {reason}. Call the tool again with a valid path.")
 }
@@ -24,6 +24,33 @@ pub fn io_failed(action: &str, path: &str, err: &io::Error) -> String {
         ),
         _ => format!("Error: cannot {action} {path}: {err}."),
     }
+}
+
+/// A FIFO, device or socket: refused before anything could block on it.
+pub fn not_regular(action: &str, path: &str, kind: &str) -> String {
+    format!(
+        "Error: {path} is a {kind}, not a regular file, so the file tools will not {action} it (that could block or reach a device). Use run_shell if you really need it."
+    )
+}
+
+/// A file with several hard links may be the same file as one outside the
+/// workspace, so it is not read.
+pub fn read_hard_linked(path: &str, links: u64) -> String {
+    format!(
+        "Error: {path} has {links} hard links, so it may be the same file as one outside the workspace; the file tools do not read hard-linked files. Use run_shell (`cat {path}`) if you need its contents."
+    )
+}
+
+/// A write beneath the agent's own directories (data, config, spill).
+pub fn write_protected(path: &str, dir: &str) -> String {
+    format!(
+        "Error: {path} lies in {dir}, which belongs to the agent (saved outputs, sessions, scripts) and is read-only to tools. Write inside the workspace instead."
+    )
+}
+
+/// Any other refusal or failure of a file access.
+pub fn access_failed(action: &str, path: &str, why: &str) -> String {
+    format!("Error: cannot {action} {path}: {why}.")
 }
 
 /// The blocking task running a file operation died (a bug, not the model's
@@ -44,12 +71,6 @@ pub fn read_not_found(path: &str) -> String {
 
 pub fn read_is_dir(path: &str) -> String {
     format!("Error: {path} is a directory; use list_dir to see its entries.")
-}
-
-pub fn read_not_regular(path: &str) -> String {
-    format!(
-        "Error: {path} is not a regular file (a device, socket or pipe), so read_file will not read it. Use run_shell if you really need its contents."
-    )
 }
 
 /// Why a file was judged binary.
@@ -211,6 +232,15 @@ pub fn shell_spilled(stream: &str, total_bytes: u64, file: &str) -> String {
     )
 }
 
+/// A stream so large that the spill cap dropped the middle of its file too.
+pub fn shell_spilled_capped(stream: &str, total_bytes: u64, file: &str, dropped: u64) -> String {
+    format!(
+        "[{stream} was {} and was cut in the middle; {file} keeps its start and end ({} of the middle passed the spill cap and were dropped): read parts with read_file (offset/limit) or search it with grep]",
+        human_size(total_bytes),
+        human_size(dropped)
+    )
+}
+
 pub fn shell_exit_code(code: i32) -> String {
     format!("[exit code: {code}]")
 }
@@ -247,4 +277,88 @@ pub const SHELL_CANCELLED: &str = "[cancelled by the person]";
 
 fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }
+}
+
+// ---- grep and glob ----
+
+/// The path to search does not exist.
+pub fn search_not_found(path: &str) -> String {
+    format!(
+        "Error: {path} does not exist. Use list_dir (or glob) to find the right path, or leave `path` out to search the whole workspace."
+    )
+}
+
+pub fn grep_bad_regex(pattern: &str, err: &str) -> String {
+    format!(
+        "Error: `{pattern}` is not a valid regular expression (Rust regex syntax): {err}\nFix the pattern and call grep again; escape special characters such as ( [ {{ . * + ? with a backslash to match them literally."
+    )
+}
+
+pub fn grep_bad_glob(glob: &str, err: &str) -> String {
+    format!(
+        "Error: the glob `{glob}` is not valid: {err}. Use a pattern such as `*.rs`, `src/**/*.ts`, or `!tests/**` to exclude."
+    )
+}
+
+pub fn grep_bad_mode(mode: &str) -> String {
+    format!(
+        "Error: output_mode `{mode}` is not known; use `content`, `files` or `count` (or leave it out for `content`)."
+    )
+}
+
+pub fn grep_no_matches(pattern: &str, path: &str) -> String {
+    format!(
+        "No matches for `{pattern}` in {path} (files ignored by .gitignore, hidden files and binary files are not searched). Try a broader pattern, case_insensitive, or another path."
+    )
+}
+
+/// Last line of a `content` search past its cap.
+pub fn grep_more(matches: u64, files: u64) -> String {
+    let unit = plural(matches, "match", "matches");
+    let in_files = plural(files, "file", "files");
+    format!(
+        "[{matches} more {unit} in {files} {in_files} not shown; narrow the pattern or add a glob/path]"
+    )
+}
+
+/// Last line of a `files` or `count` search past its cap.
+pub fn grep_more_files(files: u64) -> String {
+    let unit = plural(files, "file", "files");
+    format!("[{files} more {unit} with matches not shown; narrow the pattern or add a glob/path]")
+}
+
+/// What a search left out besides ignored files.
+pub fn search_skipped(binary: u64, unreadable: u64) -> String {
+    let mut parts = Vec::new();
+    if binary > 0 {
+        parts.push(format!(
+            "{binary} binary {} skipped",
+            plural(binary, "file", "files")
+        ));
+    }
+    if unreadable > 0 {
+        parts.push(format!(
+            "{unreadable} {} could not be read",
+            plural(unreadable, "entry", "entries")
+        ));
+    }
+    format!("[{}]", parts.join("; "))
+}
+
+pub fn glob_bad_pattern(pattern: &str, err: &str) -> String {
+    format!(
+        "Error: the glob `{pattern}` is not valid: {err}. Use a pattern such as `*.rs` (any depth), `src/*.rs` (one directory) or `**/test_*.py`."
+    )
+}
+
+pub fn glob_no_matches(pattern: &str, path: &str) -> String {
+    format!(
+        "No files match `{pattern}` in {path} (files ignored by .gitignore and hidden files are not listed). A pattern without `/` matches file names at any depth; one with `/` matches the path from {path}."
+    )
+}
+
+/// Last line of a glob past its cap.
+pub fn glob_more(more: usize) -> String {
+    let unit = plural(more as u64, "file", "files");
+    format!("[{more} more {unit} not shown (oldest); narrow the pattern or give a path]")
 }

@@ -1,28 +1,35 @@
-//! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`
-//! and `list_dir`, one file each, plus their model-facing texts in
-//! [`messages`].
+//! The built-in tools: `run_shell`, `read_file`, `write_file`, `edit_file`,
+//! `list_dir`, `grep` and `glob`, one file each, plus their model-facing
+//! texts in [`messages`].
 //!
 //! Every tool reaches the machine through `runtime` (processes through
-//! `runtime::process`, paths through `runtime::fs::resolve`), runs blocking
+//! `runtime::process`, files through a `runtime::beneath::Located` handle
+//! from `Runtime::locate`, which no symlink can lead out of), runs blocking
 //! file IO on tokio's blocking pool, and reports every failure as a failed
 //! [`ToolOutput`] that says what went wrong and what to do next.
 
 mod edit;
+mod glob;
+mod grep;
 mod list;
 pub mod messages;
 mod read;
 mod shell;
 mod write;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Tool, ToolContext};
 use crate::protocol::{ErrorKind, ToolOutput};
+use crate::runtime::beneath::{AccessError, Located};
 
 pub use edit::EditFile;
+pub use glob::Glob;
+pub use grep::Grep;
 pub use list::ListDir;
 pub use read::ReadFile;
+/// `read_file`'s limits, which the script API's `read_file` obeys too.
+pub use read::{DEFAULT_LIMIT as READ_LINE_LIMIT, OUTPUT_BYTE_CAP as READ_BYTE_CAP};
 pub use shell::RunShell;
 pub use write::WriteFile;
 
@@ -34,15 +41,41 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
         Arc::new(WriteFile::new()),
         Arc::new(EditFile::new()),
         Arc::new(ListDir::new()),
+        Arc::new(Grep::new()),
+        Arc::new(Glob::new()),
     ]
 }
 
-/// Resolves a path argument against the workspace, or returns the output
-/// that tells the model why the path cannot be used.
-fn resolve_path(ctx: &ToolContext, path: &str) -> Result<PathBuf, ToolOutput> {
-    ctx.runtime.resolve(path).map_err(|reason| {
+/// Places a path argument beneath the workspace (or another allowed
+/// root), or returns the output that tells the model why it cannot be used.
+fn resolve_path(ctx: &ToolContext, path: &str) -> Result<Located, ToolOutput> {
+    ctx.runtime.locate(path).map_err(|reason| {
         ToolOutput::failed(ErrorKind::InvalidArgs, messages::bad_path(path, &reason))
     })
+}
+
+/// The output for an access refused or failed beneath the root, for the
+/// cases every file tool words the same way; `None` for the ones each tool
+/// words itself (missing, directory).
+fn access_failed(action: &str, shown: &str, err: &AccessError) -> Option<ToolOutput> {
+    let out = match err {
+        AccessError::Outside { .. } | AccessError::TooManyLinks => ToolOutput::failed(
+            ErrorKind::InvalidArgs,
+            messages::bad_path(shown, &err.to_string()),
+        ),
+        AccessError::NotRegular { kind } => failed(messages::not_regular(action, shown, kind)),
+        AccessError::HardLinked { links } => failed(messages::read_hard_linked(shown, *links)),
+        AccessError::Protected { dir } => ToolOutput::failed(
+            ErrorKind::Denied,
+            messages::write_protected(shown, &dir.display().to_string()),
+        ),
+        AccessError::Io(e) => failed(messages::io_failed(action, shown, e)),
+        AccessError::NotDir | AccessError::Changed => {
+            failed(messages::access_failed(action, shown, &err.to_string()))
+        }
+        AccessError::NotFound | AccessError::IsDir => return None,
+    };
+    Some(out)
 }
 
 /// What a file tool does with its path.
@@ -55,18 +88,18 @@ enum Access {
 /// The common start of a file tool: stop if the turn was interrupted,
 /// resolve and confine the path, and for a write ask the policy. `Err` is
 /// the output that ends the call.
-async fn target(ctx: &ToolContext, shown: &str, access: Access) -> Result<PathBuf, ToolOutput> {
+async fn target(ctx: &ToolContext, shown: &str, access: Access) -> Result<Located, ToolOutput> {
     if ctx.cancel.is_cancelled() {
         return Err(cancelled());
     }
-    let path = resolve_path(ctx, shown)?;
+    let place = resolve_path(ctx, shown)?;
     if access == Access::Write {
         ctx.runtime
-            .check_write(&path)
+            .check_write(&place.path)
             .await
             .map_err(|text| ToolOutput::failed(ErrorKind::Denied, text))?;
     }
-    Ok(path)
+    Ok(place)
 }
 
 /// The output for a call that arrives after the turn was interrupted.
@@ -141,7 +174,9 @@ mod tests {
                 "read_file",
                 "write_file",
                 "edit_file",
-                "list_dir"
+                "list_dir",
+                "grep",
+                "glob"
             ]
         );
         for tool in registry.tools() {

@@ -8,14 +8,14 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
-use std::path::Path;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::messages::{self, BinaryReason};
-use super::{Access, ToolContext, blocking, failed, target};
+use super::{Access, ToolContext, access_failed, blocking, failed, target};
 use crate::protocol::ToolOutput;
+use crate::runtime::beneath::{AccessError, Located};
 use crate::tools::{Tool, ToolSpec, arg_str, arg_u64};
 
 /// Lines shown when the model gives no `limit`: enough for most source
@@ -92,6 +92,10 @@ impl Default for ReadFile {
 }
 
 impl Tool for ReadFile {
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
@@ -99,8 +103,8 @@ impl Tool for ReadFile {
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             let shown = arg_str(&args, "path").to_string();
-            let path = match target(&ctx, &shown, Access::Read).await {
-                Ok(path) => path,
+            let place = match target(&ctx, &shown, Access::Read).await {
+                Ok(place) => place,
                 Err(output) => return output,
             };
             // 0 is read as "not given": models send it for "from the start"
@@ -109,31 +113,33 @@ impl Tool for ReadFile {
             let limit = arg_u64(&args, "limit")
                 .filter(|&n| n > 0)
                 .unwrap_or(DEFAULT_LIMIT);
-            blocking(move || read_window(&path, &shown, offset, limit)).await
+            blocking(move || read_window(&place, &shown, offset, limit)).await
         })
     }
 }
 
-/// Reads lines `offset..offset + limit` (1-based) of `path`; `shown` is the
-/// path as the model wrote it.
-fn read_window(path: &Path, shown: &str, offset: u64, limit: u64) -> ToolOutput {
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return failed(messages::read_not_found(shown));
-        }
-        Err(e) => return failed(messages::io_failed("read", shown, &e)),
-    };
-    if meta.is_dir() {
-        return failed(messages::read_is_dir(shown));
+/// Opens the file for reading, or the output that says why not.
+pub(super) fn open_for_read(place: &Located, shown: &str) -> Result<(File, u64), ToolOutput> {
+    match place.open_read() {
+        Ok((file, meta)) => Ok((file, meta.len)),
+        Err(AccessError::NotFound) => Err(failed(messages::read_not_found(shown))),
+        Err(AccessError::IsDir) => Err(failed(messages::read_is_dir(shown))),
+        Err(e) => Err(access_failed("read", shown, &e)
+            .unwrap_or_else(|| failed(messages::io_failed("read", shown, &io::Error::other(e))))),
     }
-    if !meta.is_file() {
-        return failed(messages::read_not_regular(shown));
-    }
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) => return failed(messages::io_failed("read", shown, &e)),
+}
+
+/// Reads lines `offset..offset + limit` (1-based) of the file; `shown` is
+/// the path as the model wrote it.
+fn read_window(place: &Located, shown: &str, offset: u64, limit: u64) -> ToolOutput {
+    let (file, len) = match open_for_read(place, shown) {
+        Ok(opened) => opened,
+        Err(output) => return output,
     };
+    read_opened(file, len, shown, offset, limit)
+}
+
+fn read_opened(mut file: File, len: u64, shown: &str, offset: u64, limit: u64) -> ToolOutput {
     let mut sample = Vec::with_capacity(SNIFF_BYTES);
     if let Err(e) = (&mut file)
         .take(SNIFF_BYTES as u64)
@@ -142,7 +148,7 @@ fn read_window(path: &Path, shown: &str, offset: u64, limit: u64) -> ToolOutput 
         return failed(messages::io_failed("read", shown, &e));
     }
     if let Some(reason) = binary_reason(&sample) {
-        return failed(messages::read_binary(shown, meta.len(), reason));
+        return failed(messages::read_binary(shown, len, reason));
     }
     let reader = BufReader::with_capacity(READ_BUFFER_BYTES, Cursor::new(sample).chain(file));
     match scan(reader, offset, limit) {
@@ -326,7 +332,7 @@ fn cut_line(text: &str, total_chars: usize) -> Cow<'_, str> {
     if total_chars <= MAX_LINE_CHARS {
         return Cow::Borrowed(text);
     }
-    let head: String = text.chars().take(MAX_LINE_CHARS).collect();
+    let head = crate::text::first_chars(text, MAX_LINE_CHARS);
     Cow::Owned(format!(
         "{head}{}",
         messages::line_truncated(total_chars - MAX_LINE_CHARS)
@@ -351,8 +357,11 @@ mod tests {
     use crate::protocol::{ErrorKind, ToolStatus};
     use crate::tools::builtin::test_support::call;
 
+    use std::path::Path;
+
     fn read(dir: &Path, name: &str, offset: u64, limit: u64) -> ToolOutput {
-        read_window(&dir.join(name), name, offset, limit)
+        let runtime = crate::runtime::Runtime::new(dir.to_path_buf(), dir.join(".spill"), []);
+        read_window(&runtime.locate(name).unwrap(), name, offset, limit)
     }
 
     fn numbered_lines(n: usize) -> String {
@@ -421,7 +430,7 @@ mod tests {
             out.text
                 .ends_with("  2000\tline 2000\n[lines 1-2000 of 2500 shown; call read_file with offset=2001 to read on]"),
             "{}",
-            &out.text[out.text.len() - 200..]
+            crate::text::suffix(&out.text, 200)
         );
     }
 

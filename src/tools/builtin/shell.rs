@@ -28,7 +28,7 @@ Each call starts a fresh shell; `cd` and variables do not carry over, so chain s
 Timeout: {default} s by default, at most {max} s (`timeout`); a command that prints nothing for {idle} s is killed. \
 Long output is cut in the middle and saved whole to a file whose path is given. \
 Servers, watchers and other long-running processes never finish: start them in the background with output redirected (`cmd > log 2>&1 &`) and read the log. \
-Prefer read_file, write_file, edit_file and list_dir for file work.",
+Prefer read_file, write_file, edit_file and list_dir for file work, and grep and glob over `grep -r`, `rg` and `find`.",
         default = DEFAULT_SHELL_TIMEOUT.as_secs(),
         max = MAX_SHELL_TIMEOUT.as_secs(),
         idle = DEFAULT_INACTIVITY_TIMEOUT.as_secs(),
@@ -173,7 +173,12 @@ fn push_stream(text: &mut String, name: &str, stream: &Captured) {
     }
     push_line(text, stream.text.strip_suffix('\n').unwrap_or(&stream.text));
     if let Some(file) = &stream.spilled {
-        let note = messages::shell_spilled(name, stream.total_bytes, &file.display().to_string());
+        let file = file.display().to_string();
+        let note = if stream.spill_dropped > 0 {
+            messages::shell_spilled_capped(name, stream.total_bytes, &file, stream.spill_dropped)
+        } else {
+            messages::shell_spilled(name, stream.total_bytes, &file)
+        };
         push_line(text, &note);
     }
 }
@@ -210,6 +215,7 @@ mod tests {
             text: text.to_string(),
             total_bytes: text.len() as u64,
             spilled: None,
+            spill_dropped: 0,
         }
     }
 

@@ -1,18 +1,17 @@
 //! `write_file`: create or replace a whole file, atomically.
 //!
 //! Parent directories are created as needed; the bytes are written through
-//! `runtime::fs::write_atomic`, so a crash never leaves a half-written file
-//! and a replaced file keeps its permissions.
-
-use std::io;
-use std::path::Path;
+//! `runtime::beneath` (a temporary file renamed over the name, relative to
+//! one directory descriptor), so a crash never leaves a half-written file,
+//! a replaced file keeps its permissions, and no symlink swapped in by a
+//! command can redirect the write outside the workspace.
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::{Access, ToolContext, blocking, failed, messages, target};
+use super::{Access, ToolContext, access_failed, blocking, failed, messages, target};
 use crate::protocol::ToolOutput;
-use crate::runtime::fs::write_atomic;
+use crate::runtime::beneath::{AccessError, Located};
 use crate::tools::{Tool, ToolSpec, arg_str};
 
 const DESCRIPTION: &str = "Writes a file with the given content, replacing it if it exists and creating missing parent directories. \
@@ -63,35 +62,34 @@ impl Tool for WriteFile {
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             let shown = arg_str(&args, "path").to_string();
-            let path = match target(&ctx, &shown, Access::Write).await {
-                Ok(path) => path,
+            let place = match target(&ctx, &shown, Access::Write).await {
+                Ok(place) => place,
                 Err(output) => return output,
             };
             let content = arg_str(&args, "content").to_string();
-            blocking(move || write_file(&path, &shown, content.as_bytes())).await
+            blocking(move || write_file(&place, &shown, content.as_bytes())).await
         })
     }
 }
 
-fn write_file(path: &Path, shown: &str, content: &[u8]) -> ToolOutput {
-    let existed = match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => return failed(messages::write_is_dir(shown)),
-        Ok(_) => true,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return failed(messages::io_failed("write", shown, &e)),
-    };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Err(e) = std::fs::create_dir_all(parent) {
-            return failed(messages::io_failed(
-                "create the parent directories of",
-                shown,
-                &e,
-            ));
-        }
+fn write_file(place: &Located, shown: &str, content: &[u8]) -> ToolOutput {
+    match place.write(content) {
+        Ok(existed) => ToolOutput::ok(messages::write_done(shown, content.len(), existed)),
+        Err(e) => write_failed(shown, &e),
     }
-    match write_atomic(path, content) {
-        Ok(()) => ToolOutput::ok(messages::write_done(shown, content.len(), existed)),
-        Err(e) => failed(messages::io_failed("write", shown, &e)),
+}
+
+/// The output for a write that was refused or failed.
+pub(super) fn write_failed(shown: &str, err: &AccessError) -> ToolOutput {
+    match err {
+        AccessError::IsDir => failed(messages::write_is_dir(shown)),
+        AccessError::NotFound => failed(messages::access_failed(
+            "write",
+            shown,
+            "a directory on the way does not exist and could not be created",
+        )),
+        other => access_failed("write", shown, other)
+            .unwrap_or_else(|| failed(messages::access_failed("write", shown, &other.to_string()))),
     }
 }
 

@@ -10,7 +10,6 @@
 //! 4. A diligent agent edits a file every turn: its budget is renewed up to
 //!    the hard cap, where it gets one tool-less turn to summarise.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -20,11 +19,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, TurnOutcome};
 use crate::client::{ApiError, Model, ModelResponse, NoticeFn, Piece, Request};
-use crate::protocol::{Event, EventSink, ToolCall, ToolStatus};
+use crate::config::Settings;
+use crate::protocol::ToolCall;
 use crate::runtime::Runtime;
+use crate::script::{self, ScriptHost};
 use crate::tools::Registry;
-use crate::ui::Style;
-use crate::watchdog::Watchdog;
+use crate::ui::demo::DemoSink;
+use crate::ui::{Style, report};
+use crate::watchdog::{Judge, Watchdog};
 
 #[derive(Clone, Copy, Debug)]
 enum Case {
@@ -120,69 +122,27 @@ impl Model for ScriptedModel {
     }
 }
 
-/// Prints what happens, turn by turn.
-struct DemoSink {
-    style: Style,
-    verbose_turns: bool,
-    turn: AtomicU32,
-    last_limit: AtomicU32,
-}
-
-impl DemoSink {
-    fn line(&self, text: &str) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{text}");
-    }
-}
-
-impl EventSink for DemoSink {
-    fn emit(&self, event: Event) {
-        match event {
-            Event::ToolCall { name, input, .. } => {
-                let n = self.turn.fetch_add(1, Ordering::Relaxed) + 1;
-                if self.verbose_turns || n <= 2 {
-                    self.line(&format!(
-                        "  turn {n:>2}: {name} {}",
-                        crate::ui::summarize_input(&input)
-                    ));
-                }
-            }
-            Event::ToolResult { output, .. }
-                if output.status == ToolStatus::Failed && self.verbose_turns =>
-            {
-                self.line(&self.style.dim(&format!(
-                    "           failed: {}",
-                    crate::watchdog::snippet(&output.text)
-                )));
-            }
-            Event::Budget { used, limit } => {
-                let before = self.last_limit.swap(limit, Ordering::Relaxed);
-                if before != 0 && before != limit {
-                    self.line(&self.style.green(&format!(
-                        "  turn {used:>2}: progress — budget renewed {before} → {limit}"
-                    )));
-                }
-            }
-            Event::Watchdog { verdict, reason } => {
-                let n = self.turn.load(Ordering::Relaxed);
-                let text = format!("  turn {n:>2}: watchdog {verdict}: {reason}");
-                let painted = match verdict.as_str() {
-                    "stop" => self.style.red(&text),
-                    _ => self.style.yellow(&text),
-                };
-                self.line(&painted);
-            }
-            _ => {}
-        }
+/// The person's watchdog (or the built-in one), fresh for each case.
+fn watchdog(host: &ScriptHost) -> Watchdog {
+    match host.get(script::WATCHDOG) {
+        Some(s) => script::watchdog::from_script(s.clone()).0,
+        None => script::watchdog::default_watchdog().0,
     }
 }
 
 /// Runs the four cases. Returns the process exit code.
-pub async fn run(watchdog: impl Fn() -> Watchdog, style: Style) -> u8 {
+pub async fn run(settings: &Settings, style: Style) -> u8 {
+    let (host, notes) = ScriptHost::load(&settings.config_dir);
+    for note in notes
+        .iter()
+        .filter(|n| !matches!(n, script::LoadNote::Loaded { .. }))
+    {
+        report::warning(style, &note.message());
+    }
     let workspace = match tempfile_dir() {
         Ok(dir) => dir,
         Err(e) => {
-            eprintln!("error: cannot create a temporary workspace: {e}");
+            report::error(style, &format!("cannot create a temporary workspace: {e}"));
             return crate::cli::exit::USAGE;
         }
     };
@@ -193,21 +153,24 @@ pub async fn run(watchdog: impl Fn() -> Watchdog, style: Style) -> u8 {
     )
     .and_then(|_| std::fs::write(root.join("counter.txt"), "step 0\n"));
     if let Err(e) = prepared {
-        eprintln!("error: cannot prepare the demo workspace: {e}");
+        report::error(style, &format!("cannot prepare the demo workspace: {e}"));
         return crate::cli::exit::USAGE;
     }
-    println!(
+    report::out(&format!(
         "agent demo: a scripted model in a temporary workspace ({})",
         root.display()
-    );
-    println!("The watchdog uses your watchdog.rhai (or the built-in one).");
+    ));
+    report::out("The watchdog uses your watchdog.rhai (or the built-in one).");
     for case in [
         Case::Repeater,
         Case::ErrorStorm,
         Case::Stagnation,
         Case::Diligent,
     ] {
-        println!("\n{}", style.cyan(&format!("━━━ {} ━━━", case.title())));
+        report::out(&format!(
+            "\n{}",
+            style.cyan(&format!("━━━ {} ━━━", case.title()))
+        ));
         let runtime = Arc::new(Runtime::new(
             root.clone(),
             root.join(".outputs"),
@@ -217,36 +180,34 @@ pub async fn run(watchdog: impl Fn() -> Watchdog, style: Style) -> u8 {
             case,
             turn: AtomicU32::new(0),
         });
-        let mut agent = Agent::with_model(
+        let mut agent = Agent::new(
             model,
             Arc::new(Registry::with_builtins()),
             runtime,
             "demo".into(),
-        )
-        .with_watchdog(watchdog());
-        let sink = DemoSink {
-            style,
-            verbose_turns: !matches!(case, Case::Diligent),
-            turn: AtomicU32::new(0),
-            last_limit: AtomicU32::new(0),
-        };
+            Judge::new(watchdog(&host), root.clone()),
+        );
+        let sink = DemoSink::new(style, !matches!(case, Case::Diligent));
         let outcome = agent
             .run_turn("Do the task.", &sink, &CancellationToken::new())
             .await;
-        let (used, limit) = agent.budget();
+        let budget = agent.budget();
+        let (used, limit) = (budget.used, budget.limit);
         match outcome {
             Ok(TurnOutcome::Stopped { summary, .. }) => {
                 if let Some(summary) = summary {
-                    println!("  last, tool-less turn: {summary}");
+                    report::out(&format!("  last, tool-less turn: {summary}"));
                 }
-                println!("  → stopped after {used} turns (budget {used}/{limit})");
+                report::out(&format!(
+                    "  → stopped after {used} turns (budget {used}/{limit})"
+                ));
             }
-            Ok(other) => println!("  → ended without a stop: {other:?}"),
-            Err(e) => println!("  → failed: {e}"),
+            Ok(other) => report::out(&format!("  → ended without a stop: {other:?}")),
+            Err(e) => report::out(&format!("  → failed: {e}")),
         }
     }
-    println!(
-        "\nThe runaways were repaired once and then stopped long before the budget ran out;\nthe diligent agent kept its budget renewed until the hard cap."
+    report::out(
+        "\nThe runaways were repaired once and then stopped long before the budget ran out;\nthe diligent agent kept its budget renewed until the hard cap.",
     );
     crate::cli::exit::OK
 }

@@ -1,0 +1,104 @@
+//! prompt.rhai: `system_prompt(ctx)` builds the system prompt from the
+//! facts of [`PromptContext`]; `summary_prompt()` (optional) instructs
+//! compaction. When the person's hook fails at run time, the built-in
+//! prompt.rhai answers and the failure becomes a note.
+
+use rhai::Dynamic;
+
+use super::{PROMPT, ScriptError, ScriptHost, compile_default};
+use crate::prompt::PromptContext;
+
+/// The `ctx` map `system_prompt(ctx)` receives.
+pub fn context_map(ctx: &PromptContext) -> Dynamic {
+    #[derive(serde::Serialize)]
+    struct Ctx<'a> {
+        cwd: &'a str,
+        os: &'a str,
+        date: &'a str,
+        model: &'a str,
+        tools: &'a [String],
+        project_instructions: &'a str,
+    }
+    rhai::serde::to_dynamic(Ctx {
+        cwd: &ctx.cwd,
+        os: &ctx.os,
+        date: &ctx.date,
+        model: &ctx.model,
+        tools: &ctx.tools,
+        project_instructions: ctx.project_instructions.as_deref().unwrap_or(""),
+    })
+    .unwrap_or(Dynamic::UNIT)
+}
+
+fn missing(name: &str) -> ScriptError {
+    ScriptError {
+        rendered: format!("error: {name} is not loaded\n"),
+        summary: format!("{name} is not loaded"),
+    }
+}
+
+/// Builds the system prompt with the loaded `prompt.rhai`.
+pub fn system_prompt(host: &ScriptHost, ctx: &PromptContext) -> Result<String, ScriptError> {
+    let script = host.get(PROMPT).ok_or_else(|| missing(PROMPT))?;
+    let value = script.call_hook("system_prompt", vec![context_map(ctx)])?;
+    Ok(value.to_string())
+}
+
+/// The compaction instructions of the loaded `prompt.rhai`; `None` when it
+/// defines no `summary_prompt()`.
+pub fn summary_prompt(host: &ScriptHost) -> Result<Option<String>, ScriptError> {
+    let script = host.get(PROMPT).ok_or_else(|| missing(PROMPT))?;
+    if !script.has_fn("summary_prompt", 0) {
+        return Ok(None);
+    }
+    Ok(Some(
+        script.call_hook("summary_prompt", vec![])?.to_string(),
+    ))
+}
+
+/// The summary prompt of the built-in `prompt.rhai`.
+pub fn builtin_summary_prompt() -> Result<String, ScriptError> {
+    compile_default(PROMPT)
+        .and_then(|script| script.call_hook("summary_prompt", vec![]))
+        .map(|v| v.to_string())
+}
+
+/// The system prompt of the built-in `prompt.rhai`, for when the person's
+/// `system_prompt(ctx)` fails at run time.
+pub fn builtin_system_prompt(ctx: &PromptContext) -> Result<String, ScriptError> {
+    compile_default(PROMPT)
+        .and_then(|script| script.call_hook("system_prompt", vec![context_map(ctx)]))
+        .map(|v| v.to_string())
+}
+
+/// Both prompts from the loaded scripts, falling back to the built-in ones,
+/// with a note for every fallback.
+pub fn prompts(host: &ScriptHost, ctx: &PromptContext) -> (String, String, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut fallback = |e: ScriptError, what: &str| {
+        notes.push(format!(
+            "{}   = note: using the built-in {what} instead",
+            e.rendered
+        ));
+    };
+    let system = match system_prompt(host, ctx) {
+        Ok(p) => p,
+        Err(e) => {
+            fallback(e, "prompt");
+            builtin_system_prompt(ctx)
+                .unwrap_or_else(|_| format!("You are a coding agent working in {}.", ctx.cwd))
+        }
+    };
+    let summary = match summary_prompt(host) {
+        Ok(Some(p)) => Some(p),
+        Ok(None) => None,
+        Err(e) => {
+            fallback(e, "summary prompt");
+            None
+        }
+    };
+    let summary = summary
+        .or_else(|| builtin_summary_prompt().ok())
+        .unwrap_or_else(|| crate::agent::messages::PLAIN_SUMMARY_PROMPT.to_string());
+    (system, summary, notes)
+}

@@ -1,0 +1,589 @@
+//! The one assembly path: every part of an agent is built here from the
+//! scripts and the settings — the model client and its request options,
+//! the context window, the runtime and its policy, the tool registry, the
+//! system and summary prompts, and the watchdog. Startup, `/reload` and
+//! `/model` all go through [`Session`], so they cannot disagree.
+//!
+//! What belongs to the session rather than to one assembly is carried over
+//! explicitly: its id and data paths, the "always" approvals, the channel
+//! approval questions travel on, the sandbox probe, and the conversation
+//! itself (which lives in the [`Agent`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::agent::{Agent, transcript};
+use crate::client::{ChatClient, ClientConfig, RequestOptions};
+use crate::config::{Overrides, Settings};
+use crate::data_dir::{DataDir, new_session_id};
+use crate::prompt::PromptContext;
+use crate::runtime::Runtime;
+use crate::runtime::policy::{Approvals, Asks, Policy, ask_channel};
+use crate::runtime::sandbox;
+use crate::script::policy::{PolicySettings, ScriptApprove};
+use crate::script::tools::ScriptTool;
+use crate::script::{self, LoadNote, MODELS, POLICY, ScriptHost, TOOLS, WATCHDOG, models};
+use crate::tools::Registry;
+use crate::watchdog::replay::RunLog;
+use crate::watchdog::{Judge, Watchdog};
+
+/// Something the person should be told about the assembly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A fact: a resumed session, a reloaded script.
+    Info(String),
+    /// Something failed and a default stands in, or a feature is off.
+    Warning(String),
+}
+
+/// The model side of a session: resolved settings, the client and the
+/// profile's per-request options and window.
+pub struct ModelSetup {
+    pub settings: Settings,
+    pub client: ChatClient,
+    pub options: Option<Arc<dyn RequestOptions>>,
+    /// The profile's name, when one applied.
+    pub profile: Option<String>,
+    pub context_window: Option<u64>,
+}
+
+/// Picks the profile (`profile` or the default of `models.rhai`) and
+/// resolves settings and the client from it, the environment and flags.
+pub fn model_setup(
+    host: &ScriptHost,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: Option<&str>,
+) -> Result<ModelSetup, String> {
+    let script = host.get(MODELS).cloned();
+    let parsed = match &script {
+        Some(s) => Some(models::parse(s)?),
+        None => None,
+    };
+    let chosen = match (&parsed, profile) {
+        (Some(m), Some(name)) => Some(m.profile(name)?.clone()),
+        (Some(m), None) if !m.profiles.is_empty() => Some(m.profile(&m.default)?.clone()),
+        (None, Some(name)) => {
+            return Err(format!(
+                "there is no profile named {name:?}: models.rhai is not loaded"
+            ));
+        }
+        _ => None,
+    };
+    let settings = Settings::resolve_with(
+        overrides,
+        env,
+        chosen.as_ref().map(models::Profile::endpoint).as_ref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut config = ClientConfig::new(
+        settings.base_url.clone(),
+        settings.model.clone(),
+        settings.api_key.clone(),
+    );
+    if let Some(m) = &parsed {
+        m.client.apply(&mut config);
+    }
+    let client = ChatClient::new(config).map_err(|e| e.to_string())?;
+    let options: Option<Arc<dyn RequestOptions>> = match (&script, &chosen) {
+        (Some(script), Some(p)) => Some(Arc::new(models::ProfileOptions {
+            script: script.clone(),
+            options: p.options.clone(),
+        })),
+        _ => None,
+    };
+    Ok(ModelSetup {
+        settings,
+        client,
+        options,
+        profile: chosen.as_ref().map(|p| p.name.clone()),
+        context_window: chosen.and_then(|p| p.context_window),
+    })
+}
+
+/// What the scripts make of a workspace: the tools, both prompts and the
+/// watchdog, with notes for the person.
+pub struct Assembled {
+    pub registry: Arc<Registry>,
+    pub system_prompt: String,
+    pub summary_prompt: String,
+    pub watchdog: Watchdog,
+    pub notes: Vec<Note>,
+}
+
+/// Builds the registry (built-ins plus the tools of tools.rhai), the
+/// prompts and the watchdog from loaded scripts.
+pub fn assemble(host: &ScriptHost, workspace: &std::path::Path, model: &str) -> Assembled {
+    let mut notes = Vec::new();
+    let mut registry = Registry::with_builtins();
+    if let Some(script) = host.get(TOOLS) {
+        match ScriptTool::all(script) {
+            Ok(tools) => {
+                for tool in tools {
+                    let name = tool.spec().name.clone();
+                    if registry.register(tool).is_some() {
+                        notes.push(Note::Info(format!(
+                            "{}: the tool `{name}` replaces the built-in `{name}`",
+                            script.display_path()
+                        )));
+                    }
+                }
+            }
+            Err(e) => notes.push(Note::Warning(format!(
+                "{}: {e}; its tools are not available",
+                script.display_path()
+            ))),
+        }
+    }
+    let ctx = PromptContext::new(workspace, model, registry.names());
+    let (system_prompt, summary_prompt, prompt_notes) = script::prompt::prompts(host, &ctx);
+    notes.extend(prompt_notes.into_iter().map(Note::Warning));
+    let (watchdog, warnings) = match host.get(WATCHDOG) {
+        Some(script) => script::watchdog::from_script(script.clone()),
+        None => script::watchdog::default_watchdog(),
+    };
+    notes.extend(warnings.into_iter().map(Note::Warning));
+    Assembled {
+        registry: Arc::new(registry),
+        system_prompt,
+        summary_prompt,
+        watchdog,
+        notes,
+    }
+}
+
+/// What the scripts produce for the tool side of an agent.
+pub struct Parts {
+    pub runtime: Runtime,
+    pub registry: Arc<Registry>,
+    pub system_prompt: String,
+    pub summary_prompt: String,
+    pub watchdog: Watchdog,
+}
+
+/// One session: the scripts, the settings and the state that outlives a
+/// reload.
+pub struct Session {
+    pub host: ScriptHost,
+    pub settings: Settings,
+    pub overrides: Overrides,
+    pub profile: Option<String>,
+    pub id: String,
+    pub data: DataDir,
+    approvals: Approvals,
+    asks: Asks,
+    /// The kernel probe, started with the session and read when the first
+    /// runtime is built.
+    probe: Option<sandbox::SessionProbe>,
+    /// The session's sandbox as first built: the launcher, what the kernel
+    /// supports, the private temp dir. A reload rebuilds it from the new
+    /// settings with the same report and temp dir.
+    sandbox: Option<sandbox::SessionSandbox>,
+    /// The environment commands inherit, before scrubbing.
+    child_env: Vec<(String, String)>,
+    /// Where settings and key variables are looked up, also on reload.
+    lookup: Env,
+}
+
+/// How the session reads environment variables (the process's own in
+/// the binary; a map in tests), for settings and profiles' key variables.
+pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// How to start a session.
+pub struct Start<'a> {
+    pub settings: &'a Settings,
+    pub overrides: &'a Overrides,
+    pub env: Env,
+    pub profile: Option<&'a str>,
+    /// Continue a saved conversation: `last`, an id or a path.
+    pub resume: Option<&'a str>,
+    /// The agent binary that launches commands (`sandbox-exec`); `None`:
+    /// this process's own executable. Tests that build a session in
+    /// process name the built binary.
+    pub launcher: Option<PathBuf>,
+}
+
+impl Session {
+    /// Loads the scripts and builds a ready agent. `Err` is a message for
+    /// the person (a bad profile, an unknown session).
+    pub fn start(start: Start<'_>) -> Result<(Session, Agent, Vec<Note>), String> {
+        // Probing the kernel takes a process; it runs while the scripts load.
+        let launcher = match &start.launcher {
+            Some(path) => Ok(path.clone()),
+            None => std::env::current_exe(),
+        };
+        let probe = sandbox::SessionProbe::start(launcher);
+        let (host, load_notes) = ScriptHost::load(&start.settings.config_dir);
+        let mut notes: Vec<Note> = load_notes
+            .iter()
+            .filter(|n| !matches!(n, LoadNote::Loaded { .. }))
+            .map(|n| Note::Warning(n.message()))
+            .collect();
+        let model = model_setup(&host, start.overrides, &*start.env, start.profile)?;
+        let (asks, queue) = ask_channel();
+        let data = DataDir::new(model.settings.data_dir.clone());
+        let mut session = Session {
+            host,
+            settings: model.settings.clone(),
+            overrides: start.overrides.clone(),
+            profile: model.profile.clone(),
+            id: new_session_id(),
+            data,
+            approvals: Approvals::default(),
+            asks,
+            probe: Some(probe),
+            sandbox: None,
+            child_env: std::env::vars().collect(),
+            lookup: start.env.clone(),
+        };
+        let parts = session.parts(&mut notes);
+        let judge = Judge::new(parts.watchdog, session.settings.workspace.clone())
+            .with_run_log(RunLog::new(session.data.run_log(&session.id)));
+        let mut agent = Agent::new(
+            Arc::new(model.client),
+            parts.registry,
+            Arc::new(parts.runtime),
+            parts.system_prompt,
+            judge,
+        );
+        agent.set_asks(queue);
+        agent.set_summary_prompt(parts.summary_prompt);
+        agent.set_request_options(model.options);
+        agent.set_context_window(model.context_window);
+        match start.resume {
+            Some(which) => notes.extend(session.resume(&mut agent, which)?),
+            None => notes.extend(session.new_transcript(&mut agent)),
+        }
+        Ok((session, agent, notes))
+    }
+
+    /// The tool side from the loaded scripts.
+    fn parts(&mut self, notes: &mut Vec<Note>) -> Parts {
+        let runtime = self.runtime(notes);
+        let assembled = assemble(&self.host, &self.settings.workspace, &self.settings.model);
+        notes.extend(assembled.notes);
+        Parts {
+            runtime,
+            registry: assembled.registry,
+            system_prompt: assembled.system_prompt,
+            summary_prompt: assembled.summary_prompt,
+            watchdog: assembled.watchdog,
+        }
+    }
+
+    /// The runtime from `policy.rhai`: limits, extra roots, the secret rule
+    /// (applied to the environment), the approval hook, the API key among
+    /// the values blanked out of tool outputs, and the sandbox.
+    fn runtime(&mut self, notes: &mut Vec<Note>) -> Runtime {
+        let settings = &self.settings;
+        let script = self.host.get(POLICY).cloned();
+        let policy_settings = match script.as_deref().map(PolicySettings::from_script) {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                notes.push(Note::Warning(format!(
+                    "policy.rhai: {e}; using the default limits"
+                )));
+                PolicySettings::default()
+            }
+            None => PolicySettings::default(),
+        };
+        let spill_dir = self.data.outputs(&self.id);
+        let env = self.child_env.clone();
+        let mut runtime = match &script {
+            Some(script) => Runtime::with_env_rules(
+                settings.workspace.clone(),
+                spill_dir,
+                env,
+                &policy_settings.env_allow,
+                &|name, value| crate::script::policy::is_secret(script, name, value),
+            ),
+            None => Runtime::new(settings.workspace.clone(), spill_dir, env),
+        };
+        runtime.limits = policy_settings.limits();
+        runtime.data_dir = Some(self.data.root().to_path_buf());
+        let extra: Vec<PathBuf> = policy_settings
+            .extra_roots
+            .iter()
+            .map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    settings.workspace.join(p)
+                }
+            })
+            .collect();
+        runtime.set_extra_roots(&extra);
+        // The agent's own dirs are read-only to file tools.
+        runtime.protect(&[settings.data_dir.clone(), settings.config_dir.clone()]);
+        if let Some(key) = &settings.api_key {
+            runtime.add_redaction(key);
+        }
+        let mut sandbox_settings = policy_settings.sandbox_settings();
+        if settings.sandbox {
+            // `--sandbox` / AGENT_SANDBOX: confinement or no commands.
+            sandbox_settings.mode = sandbox::SandboxMode::Require;
+        }
+        let protected = [settings.config_dir.clone(), settings.data_dir.clone()];
+        let previous = self.sandbox.as_ref().map(|s| s.line.clone());
+        let session_sandbox = match self.sandbox.take() {
+            Some(s) => s,
+            None => sandbox::for_agent(
+                self.probe
+                    .take()
+                    .unwrap_or_else(|| sandbox::SessionProbe::start(std::env::current_exe())),
+                &sandbox_settings,
+                &settings.workspace,
+                &self.id,
+                &protected,
+            ),
+        };
+        let session_sandbox =
+            session_sandbox.with_settings(&sandbox_settings, &settings.workspace, &protected);
+        // A missing layer is a warning, said at startup and again only
+        // when a reload changes what holds.
+        if session_sandbox.degraded && previous.as_deref() != Some(session_sandbox.line.as_str()) {
+            notes.push(Note::Warning(session_sandbox.line.clone()));
+        }
+        runtime = runtime.with_sandbox(session_sandbox.sandbox.clone());
+        self.sandbox = Some(session_sandbox);
+        let approve: Arc<dyn crate::runtime::policy::Approve> = match script {
+            Some(script) => Arc::new(ScriptApprove {
+                script,
+                workspace: settings.workspace.clone(),
+                home: std::env::var("HOME").unwrap_or_default(),
+                config_dir: settings.config_dir.clone(),
+                sandboxed: runtime.sandbox.as_ref().is_some_and(|s| s.confines()),
+            }),
+            None => Arc::new(crate::runtime::policy::AllowAll),
+        };
+        runtime.policy = Policy::new(approve, Some(self.asks.clone()), self.approvals.clone());
+        runtime
+    }
+
+    /// Applies edited scripts to `agent` (all of them when `force`, else
+    /// only when a file changed): the runtime, tools, both prompts, the
+    /// watchdog, and the current profile's request options and window.
+    /// The conversation and the session's approvals stay.
+    pub fn reload(&mut self, agent: &mut Agent, force: bool) -> Vec<Note> {
+        let mut notes: Vec<Note> = self
+            .host
+            .reload(force)
+            .iter()
+            .map(|n| match n {
+                LoadNote::Loaded { name, .. } => Note::Info(format!("reloaded {name}")),
+                other => Note::Warning(other.message()),
+            })
+            .collect();
+        let parts = self.parts(&mut notes);
+        self.apply(agent, parts);
+        match model_setup(
+            &self.host,
+            &self.overrides,
+            &*self.lookup,
+            self.profile.as_deref(),
+        ) {
+            Ok(model) => self.apply_model(agent, model),
+            Err(e) => notes.push(Note::Warning(format!(
+                "models.rhai: {e}; keeping the current model settings"
+            ))),
+        }
+        notes
+    }
+
+    fn apply(&self, agent: &mut Agent, parts: Parts) {
+        agent.set_runtime(Arc::new(parts.runtime));
+        agent.set_registry(parts.registry);
+        agent.set_system_prompt(parts.system_prompt);
+        agent.set_summary_prompt(parts.summary_prompt);
+        agent.set_watchdog(parts.watchdog);
+    }
+
+    fn apply_model(&mut self, agent: &mut Agent, model: ModelSetup) {
+        agent.set_model(Arc::new(model.client));
+        agent.set_request_options(model.options);
+        agent.set_context_window(model.context_window);
+        self.profile = model.profile;
+        self.settings = model.settings;
+    }
+
+    /// Switches to profile `name`: model, endpoint, key, request options
+    /// and context window together.
+    pub fn switch_profile(&mut self, agent: &mut Agent, name: &str) -> Result<(), String> {
+        let model = model_setup(&self.host, &self.overrides, &*self.lookup, Some(name))?;
+        self.apply_model(agent, model);
+        Ok(())
+    }
+
+    /// What the banner and `agent check` say about this session.
+    pub fn facts(&self, agent: &Agent) -> Facts {
+        Facts {
+            workspace: self.settings.workspace.clone(),
+            model: self.settings.model.clone(),
+            endpoint: self.settings.base_url.clone(),
+            profile: self.profile.clone(),
+            key_source: self.settings.key_source.clone(),
+            key_needed: self.key_needed(),
+            sandbox: agent
+                .runtime()
+                .sandbox
+                .as_ref()
+                .map(|s| s.describe())
+                .unwrap_or_else(|| "sandbox off: commands are not confined".to_string()),
+        }
+    }
+
+    /// The variable a key is expected in, when the endpoint is not on
+    /// this machine and no key is set.
+    fn key_needed(&self) -> Option<String> {
+        if self.settings.api_key.is_some() || is_local(&self.settings.base_url) {
+            return None;
+        }
+        let profile_var = self
+            .host
+            .get(MODELS)
+            .and_then(|s| models::parse(s).ok())
+            .and_then(|m| {
+                self.profile
+                    .as_ref()
+                    .and_then(|p| m.profiles.get(p).map(|p| p.key_env.clone()))
+            })
+            .filter(|v| !v.is_empty());
+        Some(match profile_var {
+            Some(var) => format!("{var} or AGENT_API_KEY"),
+            None => "AGENT_API_KEY".to_string(),
+        })
+    }
+
+    /// The session's "always" approvals.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    /// Starts a new conversation in a new transcript (the old one stays).
+    pub fn new_conversation(&mut self, agent: &mut Agent) -> Vec<Note> {
+        agent.clear();
+        self.id = new_session_id();
+        self.new_transcript(agent)
+    }
+
+    fn new_transcript(&self, agent: &mut Agent) -> Vec<Note> {
+        match transcript::new_session(
+            &self.data,
+            &self.id,
+            &self.settings.workspace,
+            &self.settings.model,
+        ) {
+            Ok(t) => {
+                agent.set_transcript(Some(t));
+                Vec::new()
+            }
+            Err(e) => {
+                agent.set_transcript(None);
+                vec![Note::Warning(format!(
+                    "cannot save the transcript in {}: {e}; this conversation is not saved",
+                    self.data.sessions().display()
+                ))]
+            }
+        }
+    }
+
+    /// Continues a saved conversation in `agent`.
+    pub fn resume(&mut self, agent: &mut Agent, which: &str) -> Result<Vec<Note>, String> {
+        let (path, loaded) = transcript::find(&self.data, &self.settings.workspace, which)?;
+        let mut notes = vec![Note::Info(format!(
+            "resumed {} ({} messages{})",
+            path.display(),
+            loaded.messages.len(),
+            if loaded.skipped > 0 {
+                format!("; {} unreadable line(s) skipped", loaded.skipped)
+            } else {
+                String::new()
+            }
+        ))];
+        agent.restore(loaded.messages);
+        match transcript::Transcript::append_to(&path) {
+            Ok(t) => agent.set_transcript(Some(t)),
+            Err(e) => {
+                agent.set_transcript(None);
+                notes.push(Note::Warning(format!(
+                    "cannot append to {}: {e}; this session is not saved",
+                    path.display()
+                )));
+            }
+        }
+        Ok(notes)
+    }
+}
+
+/// What the person should know about a session at a glance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Facts {
+    pub workspace: PathBuf,
+    pub model: String,
+    pub endpoint: String,
+    pub profile: Option<String>,
+    /// Where the key came from; `None` when no key is set.
+    pub key_source: Option<String>,
+    /// Set when a key is missing for a remote endpoint: where to put one.
+    pub key_needed: Option<String>,
+    /// The sandbox's state in one line (which layers hold).
+    pub sandbox: String,
+}
+
+/// Whether `base_url` points at this machine (a local server needs no key).
+pub fn is_local(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || ip
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// One line for `agent check`: the endpoint and model the agent would use
+/// after every override, and where its key comes from.
+pub fn describe_endpoint(
+    host: &ScriptHost,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    profile: Option<&str>,
+) -> Result<String, String> {
+    let model = model_setup(host, overrides, env, profile)?;
+    let s = &model.settings;
+    let profile = model
+        .profile
+        .map(|p| format!(" (profile {p})"))
+        .unwrap_or_default();
+    let key = match (&s.key_source, is_local(&s.base_url)) {
+        (Some(var), _) => format!("key from {var}"),
+        (None, true) => "no key (a local server needs none)".to_string(),
+        (None, false) => {
+            "no key is set: requests will be refused; set AGENT_API_KEY or the profile's key_env"
+                .to_string()
+        }
+    };
+    Ok(format!(
+        "model {} at {}{profile}; {key}",
+        s.model, s.base_url
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_endpoints_need_no_key() {
+        assert!(is_local("http://localhost:11434/v1"));
+        assert!(is_local("http://127.0.0.1:8080/v1"));
+        assert!(is_local("http://[::1]:8080/v1"));
+        assert!(!is_local("https://api.deepseek.com/v1"));
+        assert!(!is_local("http://localhost.evil.test/v1"));
+        assert!(!is_local("not a url"));
+    }
+}

@@ -1,0 +1,216 @@
+//! The REPL's commands: what a typed line means ([`parse`], pure), the
+//! table of slash commands for `/help` and completion, and the line
+//! editor's helper (completion, a trailing `\\` continuing the line).
+
+use rustyline::Helper;
+use rustyline::completion::{Completer, Pair};
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+
+/// What a line typed at the prompt means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A message for the model.
+    Message(String),
+    Help,
+    Tools,
+    Reload,
+    Budget,
+    /// `/model` shows the model; `/model NAME` switches to a profile.
+    Model(Option<String>),
+    Clear,
+    Compact,
+    /// `/resume` continues the newest saved session; `/resume ID` a given one.
+    Resume(Option<String>),
+    /// `/sessions` lists the saved conversations of this workspace.
+    Sessions,
+    /// `/last` shows the last tool's whole output.
+    Last,
+    /// `/policy` lists the session's "always" approvals; `/policy revoke N`
+    /// forgets one.
+    Policy(Option<String>),
+    Exit,
+    /// An unknown slash command, with a hint.
+    Unknown(String),
+    /// Nothing to do (an empty line).
+    Empty,
+}
+
+/// The slash commands and what they do, for `/help` and hints.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "show this help"),
+    (
+        "/tools",
+        "list the tools the model can call (script tools marked)",
+    ),
+    ("/reload", "reload the scripts from the config dir"),
+    ("/budget", "show the watchdog's budget for the current turn"),
+    ("/model", "show the model, or switch profile: /model NAME"),
+    (
+        "/clear",
+        "start a new conversation (the old one stays saved)",
+    ),
+    ("/compact", "summarise older turns now to free context"),
+    (
+        "/resume",
+        "continue a saved conversation: /resume [ID|last]",
+    ),
+    ("/last", "show the whole output of the last tool call"),
+    (
+        "/sessions",
+        "list the saved conversations of this workspace",
+    ),
+    (
+        "/policy",
+        "list this session's \"always\" approvals; /policy revoke N forgets one",
+    ),
+    ("/exit", "leave (also Ctrl+D)"),
+];
+
+/// Parses one line of input.
+pub fn parse(line: &str) -> Input {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Empty;
+    }
+    if !trimmed.starts_with('/') || trimmed.starts_with("//") {
+        return Input::Message(trimmed.to_string());
+    }
+    let command = trimmed.split_whitespace().next().unwrap_or("");
+    match command {
+        "/help" | "/?" => Input::Help,
+        "/tools" => Input::Tools,
+        "/reload" => Input::Reload,
+        "/budget" => Input::Budget,
+        "/model" => Input::Model(trimmed.split_whitespace().nth(1).map(str::to_string)),
+        "/clear" => Input::Clear,
+        "/compact" => Input::Compact,
+        "/resume" => Input::Resume(trimmed.split_whitespace().nth(1).map(str::to_string)),
+        "/sessions" => Input::Sessions,
+        "/last" => Input::Last,
+        "/policy" => Input::Policy(
+            trimmed
+                .split_once(char::is_whitespace)
+                .map(|(_, rest)| rest.trim().to_string())
+                .filter(|rest| !rest.is_empty()),
+        ),
+        "/exit" | "/quit" => Input::Exit,
+        other => {
+            let close = COMMANDS
+                .iter()
+                .map(|(c, _)| *c)
+                .find(|c| c.starts_with(crate::text::first_chars(other, 3)));
+            Input::Unknown(match close {
+                Some(c) => {
+                    format!("unknown command {other}; did you mean {c}? Type /help for the list.")
+                }
+                None => format!("unknown command {other}; type /help for the list."),
+            })
+        }
+    }
+}
+
+/// Line-editor behaviour: slash-command completion, and a trailing `\`
+/// that continues the input on the next line.
+pub struct ReplHelper;
+
+impl Completer for ReplHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        Ok((0, complete_command(line.get(..pos).unwrap_or(line))))
+    }
+}
+
+/// The slash commands that complete `prefix` (empty unless it is a lone
+/// word starting with `/`).
+pub fn complete_command(prefix: &str) -> Vec<Pair> {
+    if !prefix.starts_with('/') || prefix.contains(char::is_whitespace) {
+        return Vec::new();
+    }
+    COMMANDS
+        .iter()
+        .filter(|(c, _)| c.starts_with(prefix))
+        .map(|(c, _)| Pair {
+            display: (*c).to_string(),
+            replacement: format!("{c} "),
+        })
+        .collect()
+}
+
+impl Hinter for ReplHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ReplHelper {}
+
+impl Validator for ReplHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        if ctx.input().ends_with('\\') {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
+
+impl Helper for ReplHelper {}
+
+/// Joins lines continued with a trailing backslash.
+pub fn join_continued(input: &str) -> String {
+    input.replace("\\\n", "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completion_and_continued_lines() {
+        let names: Vec<String> = complete_command("/re")
+            .into_iter()
+            .map(|p| p.display)
+            .collect();
+        assert_eq!(names, ["/reload", "/resume"]);
+        assert!(complete_command("fix /re").is_empty());
+        assert_eq!(join_continued("first \\\nsecond"), "first \nsecond");
+    }
+
+    #[test]
+    fn slash_commands_and_messages() {
+        assert_eq!(parse("  "), Input::Empty);
+        assert_eq!(parse("fix the bug"), Input::Message("fix the bug".into()));
+        assert_eq!(parse("/reload"), Input::Reload);
+        assert_eq!(parse("/quit"), Input::Exit);
+        assert_eq!(parse("/model"), Input::Model(None));
+        assert_eq!(parse("/resume"), Input::Resume(None));
+        assert_eq!(parse("/resume abc"), Input::Resume(Some("abc".into())));
+        assert_eq!(parse("/clear"), Input::Clear);
+        assert_eq!(
+            parse("/model  ollama "),
+            Input::Model(Some("ollama".into()))
+        );
+        assert_eq!(
+            parse("// not a command"),
+            Input::Message("// not a command".into())
+        );
+        assert!(
+            matches!(parse("/relaod"), Input::Unknown(h) if h.contains("did you mean /reload"))
+        );
+        assert!(matches!(parse("/xyz"), Input::Unknown(h) if h.contains("/help")));
+        // Not an ASCII command word: a hint, not a panic.
+        assert!(matches!(parse("/日本"), Input::Unknown(h) if h.contains("/日本")));
+        assert!(matches!(parse("/é"), Input::Unknown(_)));
+        assert_eq!(parse("/policy"), Input::Policy(None));
+        assert_eq!(
+            parse("/policy revoke 2"),
+            Input::Policy(Some("revoke 2".into()))
+        );
+    }
+}

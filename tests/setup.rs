@@ -1,0 +1,188 @@
+//! The one assembly path (`setup::Session`) as startup, `/reload` and
+//! `/model` use it: what a reload or a profile switch changes, and what
+//! the session keeps across them.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use agent::config::{Overrides, Settings};
+use agent::protocol::{Answer, Event, EventSink};
+use agent::setup::{Session, Start};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::mock::{MockServer, Reply, Shape};
+use crate::common::{Dirs, STEP_TIMEOUT};
+
+/// Answers every approval question with `answer`, counting them.
+struct Answering {
+    answer: Answer,
+    asked: AtomicU32,
+    events: Mutex<Vec<Event>>,
+}
+
+impl Answering {
+    fn new(answer: Answer) -> Self {
+        Answering {
+            answer,
+            asked: AtomicU32::new(0),
+            events: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl EventSink for Answering {
+    fn emit(&self, event: Event) {
+        if let Event::Approval(ask) = &event {
+            self.asked.fetch_add(1, Ordering::Relaxed);
+            ask.reply.send(self.answer);
+        }
+        self.events.lock().unwrap().push(event);
+    }
+}
+
+fn start(dirs: &Dirs, base_url: &str) -> (Session, agent::agent::Agent) {
+    let vars = [
+        ("AGENT_BASE_URL", base_url.to_string()),
+        ("AGENT_MODEL", "mock-model".to_string()),
+        ("AGENT_CONFIG_DIR", dirs.config.display().to_string()),
+        ("AGENT_DATA_DIR", dirs.data.display().to_string()),
+    ];
+    let env: agent::setup::Env = std::sync::Arc::new(move |k: &str| {
+        vars.iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| v.clone())
+    });
+    let overrides = Overrides::default();
+    let mut settings = Settings::resolve(&overrides, &*env).unwrap();
+    settings.workspace = dirs.workspace.clone();
+    let (session, agent, notes) = Session::start(Start {
+        settings: &settings,
+        overrides: &overrides,
+        env,
+        profile: None,
+        resume: None,
+        launcher: Some(env!("CARGO_BIN_EXE_agent").into()),
+    })
+    .unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    (session, agent)
+}
+
+async fn turn(agent: &mut agent::agent::Agent, sink: &dyn EventSink, task: &str) {
+    tokio::time::timeout(
+        STEP_TIMEOUT,
+        agent.run_turn(task, sink, &CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_reload_applies_an_edited_summary_prompt_to_the_next_compaction() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::text(&format!("first {}", "x".repeat(3000))),
+        Reply::text(&format!("second {}", "y".repeat(3000))),
+        Reply::text("SUMMARY"),
+    ])
+    .await;
+    let (mut session, mut agent) = start(&dirs, &server.base_url);
+    let sink = Answering::new(Answer::No);
+    turn(&mut agent, &sink, "one").await;
+    turn(&mut agent, &sink, "two").await;
+    let source = agent::script::DEFAULTS
+        .iter()
+        .find(|(n, _)| *n == agent::script::PROMPT)
+        .unwrap()
+        .1
+        .replace(
+            "You summarise a coding session",
+            "MY EDITED SUMMARY RULES. You summarise a coding session",
+        );
+    std::fs::write(dirs.config.join("prompt.rhai"), source).unwrap();
+    let notes = session.reload(&mut agent, false);
+    assert!(
+        notes
+            .iter()
+            .any(|n| format!("{n:?}").contains("reloaded prompt.rhai")),
+        "{notes:?}"
+    );
+    agent.set_context_window(Some(1000));
+    let done = agent.compact(&CancellationToken::new()).await.unwrap();
+    assert!(done.is_some());
+    let request = &server.requests()[2];
+    let instructions = request.messages()[0]["content"].as_str().unwrap();
+    assert!(
+        instructions.starts_with("MY EDITED SUMMARY RULES."),
+        "{instructions}"
+    );
+}
+
+#[tokio::test]
+async fn an_always_approval_survives_a_reload() {
+    let dirs = Dirs::new();
+    std::fs::write(
+        dirs.config.join("policy.rhai"),
+        "fn settings() { #{} }\nfn is_secret(n) { false }\nfn approve(a) { if a.kind == \"shell\" && a.command.starts_with(\"echo\") { #{ decision: \"ask\", reason: \"it echoes\" } } else { #{ decision: \"allow\" } } }\n",
+    )
+    .unwrap();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[("a", "run_shell", r#"{"command":"echo one"}"#)],
+        ),
+        Reply::text("ok"),
+        Reply::tools(
+            Shape::OpenAi,
+            &[("b", "run_shell", r#"{"command":"echo one"}"#)],
+        ),
+        Reply::text("ok again"),
+    ])
+    .await;
+    let (mut session, mut agent) = start(&dirs, &server.base_url);
+    let sink = Answering::new(Answer::Always);
+    turn(&mut agent, &sink, "first").await;
+    assert_eq!(sink.asked.load(Ordering::Relaxed), 1);
+    let notes = session.reload(&mut agent, true);
+    assert!(
+        notes
+            .iter()
+            .any(|n| format!("{n:?}").contains("reloaded policy.rhai")),
+        "{notes:?}"
+    );
+    turn(&mut agent, &sink, "second").await;
+    assert_eq!(
+        sink.asked.load(Ordering::Relaxed),
+        1,
+        "the \"always\" of the first turn still holds after the reload"
+    );
+    let result = server.requests()[3].tool_result("b").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(result.contains("one"), "{result}");
+    assert_eq!(session.approvals().list().len(), 1);
+}
+
+#[tokio::test]
+async fn a_profile_switch_brings_its_context_window() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![]).await;
+    let (mut session, mut agent) = start(&dirs, &server.base_url);
+    assert_eq!(
+        agent.context_window(),
+        Some(128_000),
+        "the deepseek default"
+    );
+    session.switch_profile(&mut agent, "ollama").unwrap();
+    assert_eq!(agent.context_window(), Some(32_768));
+    assert_eq!(session.profile.as_deref(), Some("ollama"));
+    let err = session.switch_profile(&mut agent, "nope").unwrap_err();
+    assert!(err.contains("known profiles"), "{err}");
+    assert_eq!(
+        agent.context_window(),
+        Some(32_768),
+        "a failed switch changes nothing"
+    );
+}
