@@ -288,15 +288,40 @@ const FIRST_REQUEST: &str = "startup: launch → first request at the server (on
 const ONE_SHOT_WALL: &str = "one-shot: echo task, wall (launch → exit)";
 const ONE_SHOT_CPU: &str = "one-shot: echo task, CPU user + sys (agent and its shell)";
 const ONE_SHOT_RSS: &str = "one-shot: echo task, peak RSS";
+const OFF_FIRST_REQUEST: &str = "sandbox off: launch → first request at the server";
+const OFF_WALL: &str = "sandbox off: one-shot echo task, wall";
+const OFF_CPU: &str = "sandbox off: one-shot echo task, CPU user + sys";
+const OFF_RSS: &str = "sandbox off: one-shot echo task, peak RSS";
 
 fn one_shot(b: &mut Bench, mock: &Mock) {
-    if !any_wanted(
+    one_shot_with(
         b,
-        &[FIRST_REQUEST, ONE_SHOT_WALL, ONE_SHOT_CPU, ONE_SHOT_RSS],
-    ) {
+        mock,
+        false,
+        [FIRST_REQUEST, ONE_SHOT_WALL, ONE_SHOT_CPU, ONE_SHOT_RSS],
+    );
+    // The same task with `sandbox: "off"`: what the sandbox costs, side by
+    // side in one run (commands are still contained).
+    one_shot_with(
+        b,
+        mock,
+        true,
+        [OFF_FIRST_REQUEST, OFF_WALL, OFF_CPU, OFF_RSS],
+    );
+}
+
+fn one_shot_with(b: &mut Bench, mock: &Mock, off: bool, names: [&'static str; 4]) {
+    let [first_name, wall_name, cpu_name, rss_name] = names;
+    if !any_wanted(b, &names) {
         return;
     }
     let dirs = Dirs::new();
+    if off {
+        let policy = include_str!("../scripts/policy.rhai")
+            .replace("sandbox: \"auto\",", "sandbox: \"off\",");
+        assert!(policy.contains("sandbox: \"off\","));
+        std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
+    }
     let mut first_request = Vec::new();
     let mut runs = Vec::new();
     for i in 0..=SHORT_RUNS {
@@ -317,15 +342,15 @@ fn one_shot(b: &mut Bench, mock: &Mock) {
             runs.push(run);
         }
     }
-    b.sampled(FIRST_REQUEST, Some(Target::Under(MS(20))), || first_request);
-    b.sampled(ONE_SHOT_WALL, Some(Target::Under(MS(50))), || {
+    b.sampled(first_name, Some(Target::Under(MS(20))), || first_request);
+    b.sampled(wall_name, Some(Target::Under(MS(50))), || {
         runs.iter().map(|r| secs(r.wall)).collect()
     });
-    b.sampled(ONE_SHOT_CPU, None, || {
+    b.sampled(cpu_name, None, || {
         runs.iter().map(|r| secs(r.cpu)).collect()
     });
     b.sizes(
-        ONE_SHOT_RSS,
+        rss_name,
         Some(Target::UnderMb(15.0)),
         runs.iter().map(|r| r.max_rss as f64).collect(),
     );

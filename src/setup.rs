@@ -212,7 +212,7 @@ impl Session {
             Some(path) => Ok(path.clone()),
             None => std::env::current_exe(),
         };
-        let probe = sandbox::SessionProbe::start(launcher);
+        let probe = sandbox::SessionProbe::start_cached(launcher, Some(&start.settings.data_dir));
         let (host, load_notes) = ScriptHost::load(&start.settings.config_dir);
         let mut notes: Vec<Note> = load_notes
             .iter()
@@ -277,15 +277,24 @@ impl Session {
     fn runtime(&mut self, notes: &mut Vec<Note>) -> Runtime {
         let settings = &self.settings;
         let script = self.host.get(POLICY).cloned();
+        let mut built_in = || {
+            PolicySettings::built_in().unwrap_or_else(|e| {
+                notes.push(Note::Warning(format!(
+                    "the built-in policy.rhai cannot be read ({e}); using the runtime's own limits"
+                )));
+                PolicySettings::floor()
+            })
+        };
         let policy_settings = match script.as_deref().map(PolicySettings::from_script) {
             Some(Ok(s)) => s,
             Some(Err(e)) => {
+                let settings = built_in();
                 notes.push(Note::Warning(format!(
                     "policy.rhai: {e}; using the default limits"
                 )));
-                PolicySettings::default()
+                settings
             }
-            None => PolicySettings::default(),
+            None => built_in(),
         };
         let spill_dir = self.data.outputs(&self.id);
         let env = self.child_env.clone();

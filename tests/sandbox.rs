@@ -745,3 +745,62 @@ async fn the_sandbox_subcommands_are_hidden_from_help() {
     assert!(help.contains("--sandbox"), "{help}");
     assert!(!help.contains("sandbox-exec") && !help.contains("sandbox-probe"));
 }
+
+/// The model asks to leave the sandbox for one command (`sandbox: false`):
+/// the default policy asks, so one-shot mode refuses without `--yes` and
+/// nothing outside changes; with `--yes` that one command runs unconfined
+/// (and the next one is confined again).
+#[tokio::test]
+async fn leaving_the_sandbox_is_asked_for_each_call() {
+    let on = layers_present("leave_sandbox", &report(), false);
+    for yes in [false, true] {
+        let dirs = Dirs::new();
+        let outside = outside_dir();
+        let target = outside.path().join("escaped");
+        let again = outside.path().join("again");
+        let out_call = serde_json::json!({
+            "command": format!("echo out > {}", quote(&target)),
+            "sandbox": false,
+        })
+        .to_string();
+        let confined_call =
+            serde_json::json!({ "command": format!("echo out > {}", quote(&again)) }).to_string();
+        let server = MockServer::start(vec![
+            Reply::tools(
+                Shape::OpenAi,
+                &[
+                    ("c1", "run_shell", &out_call),
+                    ("c2", "run_shell", &confined_call),
+                ],
+            ),
+            Reply::text("done"),
+        ])
+        .await;
+        let mut cmd = agent_command(&dirs, &server.base_url);
+        cmd.args(["-p", "write outside"]);
+        if yes {
+            cmd.arg("--yes");
+        }
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+        let result = |id: &str| {
+            server.requests()[1].tool_result(id).unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let first = result("c1");
+        if yes {
+            assert!(target.exists(), "the approved command did not run: {first}");
+            if on {
+                assert!(!again.exists(), "the next command was not confined");
+            }
+        } else {
+            assert!(!target.exists(), "{first}");
+            assert!(
+                first.starts_with("Denied: one-shot mode") && first.contains("outside the sandbox"),
+                "{first}"
+            );
+        }
+    }
+}

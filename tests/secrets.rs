@@ -168,9 +168,22 @@ const LEAKS: &[(&str, &str)] = &[
     ),
 ];
 
-/// One run of every leak above; `extra` are more flags (`--sandbox`).
-async fn try_every_leak(extra: &[&str]) {
+/// The default policy with the sandbox off, in the config dir: the
+/// secrets must hold without it too.
+fn sandbox_off(dirs: &Dirs) {
+    let policy =
+        include_str!("../scripts/policy.rhai").replace("sandbox: \"auto\",", "sandbox: \"off\",");
+    assert!(policy.contains("sandbox: \"off\","));
+    std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
+}
+
+/// One run of every leak above; `extra` are more flags (`--sandbox`);
+/// `off`: with the sandbox off in policy.rhai.
+async fn try_every_leak(extra: &[&str], off: bool) {
     let dirs = Dirs::new();
+    if off {
+        sandbox_off(&dirs);
+    }
     dirs.write(".env", &dot_env());
     let args: Vec<(String, String)> = LEAKS
         .iter()
@@ -263,13 +276,13 @@ async fn try_every_leak(extra: &[&str]) {
 }
 
 #[tokio::test]
-async fn no_form_of_a_secret_reaches_the_model_or_the_logs() {
-    try_every_leak(&[]).await;
+async fn no_form_of_a_secret_reaches_the_model_or_the_logs_with_the_sandbox_off() {
+    try_every_leak(&[], true).await;
 }
 
 #[tokio::test]
 async fn no_form_of_a_secret_reaches_the_model_or_the_logs_under_the_sandbox() {
-    try_every_leak(&["--sandbox"]).await;
+    try_every_leak(&["--sandbox"], false).await;
 }
 
 /// A tool of `tools.rhai` that shows what `env()` gives a script, next to
@@ -409,8 +422,11 @@ tr '\0' '\n' < /proc/$$/environ | grep -c '^LC_PROBE=visible$'"#;
 
 /// Runs [`PROC_ATTACK`] as `uid` (None: as the test runs) and returns the
 /// tool result and whether any leak file holds the key.
-async fn proc_attack(as_uid: Option<u32>) -> (String, bool) {
+async fn proc_attack(as_uid: Option<u32>, off: bool) -> (String, bool) {
     let dirs = Dirs::new();
+    if off {
+        sandbox_off(&dirs);
+    }
     if let Some(uid) = as_uid {
         let root = dirs.workspace.parent().unwrap().to_path_buf();
         for path in std::iter::once(root.clone()).chain(walk_all(&root)) {
@@ -468,7 +484,7 @@ async fn a_command_of_the_same_user_cannot_read_the_agents_environ_or_memory() {
     // As root, run the agent as `nobody`: the point is a command of the
     // agent's own (unprivileged) user.
     let as_uid = running_as_root().then_some(NOBODY);
-    let (text, leaked) = proc_attack(as_uid).await;
+    let (text, leaked) = proc_attack(as_uid, false).await;
     assert!(!leaked, "a leak file holds the key: {text}");
     assert!(text.contains("environ=1"), "{text}");
     assert!(text.contains("Permission denied"), "{text}");
@@ -477,8 +493,15 @@ async fn a_command_of_the_same_user_cannot_read_the_agents_environ_or_memory() {
 #[tokio::test]
 async fn a_root_command_cannot_read_the_agents_environ_or_memory() {
     assert!(running_as_root(), "run this test as root");
-    let (text, leaked) = proc_attack(None).await;
+    let (text, leaked) = proc_attack(None, false).await;
     assert!(!leaked, "a leak file holds the key: {text}");
+    // With the sandbox off, the command still runs in its own PID
+    // namespace with a fresh /proc: the agent is not there to read.
+    let (text, leaked) = proc_attack(None, true).await;
+    assert!(
+        !leaked,
+        "with the sandbox off, a leak file holds the key: {text}"
+    );
 }
 
 #[tokio::test]

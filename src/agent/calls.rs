@@ -162,7 +162,9 @@ async fn next_ask(asks: &mut Option<AskQueue>) -> Option<ApprovalRequest> {
 /// The event the UI sees for an approval question.
 fn approval_event(request: ApprovalRequest) -> ApprovalAsk {
     let (command, path) = match &request.action {
-        Action::Shell { command } => (Some(command.clone()), None),
+        Action::Shell { command } | Action::Unsandboxed { command } => {
+            (Some(command.clone()), None)
+        }
         Action::Write { path } => (None, Some(path.display().to_string())),
     };
     ApprovalAsk {

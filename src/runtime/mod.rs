@@ -310,12 +310,19 @@ impl Runtime {
         cancel: &tokio_util::sync::CancellationToken,
         confinement: Confinement,
     ) -> Result<process::Outcome, RunError> {
-        self.policy
-            .check(&policy::Action::Shell {
+        // Leaving a sandbox that confines is the policy's decision, per call.
+        let leaves = confinement == Confinement::Unsandboxed
+            && self.sandbox.as_ref().is_some_and(|s| s.options.confine);
+        let action = if leaves {
+            policy::Action::Unsandboxed {
                 command: command.to_string(),
-            })
-            .await
-            .map_err(RunError::Denied)?;
+            }
+        } else {
+            policy::Action::Shell {
+                command: command.to_string(),
+            }
+        };
+        self.policy.check(&action).await.map_err(RunError::Denied)?;
         let mut spec = self.command_spec(command, timeout, label);
         if let Some(sandbox) = spec.sandbox.as_mut() {
             if confinement == Confinement::Unsandboxed {

@@ -23,6 +23,9 @@ use super::command::{self, Context};
 pub enum Action {
     /// Run a shell command in the workspace.
     Shell { command: String },
+    /// Run a shell command outside the sandbox (still contained): the
+    /// model asked for it for this one call.
+    Unsandboxed { command: String },
     /// Write (create, replace or edit) a file.
     Write { path: PathBuf },
 }
@@ -32,7 +35,18 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::Shell { command } => format!("run `{command}`"),
+            Action::Unsandboxed { command } => {
+                format!("run `{command}` outside the sandbox")
+            }
             Action::Write { path } => format!("write {}", path.display()),
+        }
+    }
+
+    /// The shell command, for both kinds of shell action.
+    pub fn command(&self) -> Option<&str> {
+        match self {
+            Action::Shell { command } | Action::Unsandboxed { command } => Some(command),
+            Action::Write { .. } => None,
         }
     }
 }
@@ -77,7 +91,9 @@ fn root_context() -> Context<'static> {
 /// Every program and wrapper a shell action runs; none for a write.
 pub fn programs_of(action: &Action, ctx: &Context) -> Vec<String> {
     match action {
-        Action::Shell { command } => command::parse(command, ctx).programs(),
+        Action::Shell { command } | Action::Unsandboxed { command } => {
+            command::parse(command, ctx).programs()
+        }
         Action::Write { .. } => Vec::new(),
     }
 }
@@ -283,6 +299,15 @@ impl Policy {
 pub fn scope_key(action: &Action, ctx: &Context) -> String {
     match action {
         Action::Write { path } => format!("write {}", path.display()),
+        Action::Unsandboxed { command } => format!(
+            "outside the sandbox: {}",
+            scope_key(
+                &Action::Shell {
+                    command: command.clone()
+                },
+                ctx
+            )
+        ),
         Action::Shell { command } => {
             let parsed = command::parse(command, ctx);
             if parsed.opaque {

@@ -226,11 +226,11 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
     if spec.sandbox.is_some() {
         // The launcher's pids cgroup, which it cannot remove from inside
         // its own user namespace.
+        // Off the result's path: nothing waits for it.
         let launcher = pid.unsigned_abs();
-        let _ = tokio::task::spawn_blocking(move || {
+        drop(tokio::task::spawn_blocking(move || {
             super::sandbox::cgroup::remove_launcher_cgroup(launcher);
-        })
-        .await;
+        }));
     }
     pipes.drain(after(Instant::now(), PIPE_DRAIN)).await;
     Ok(Outcome {

@@ -546,31 +546,116 @@ impl SessionSandbox {
 pub struct SessionProbe {
     launcher: PathBuf,
     handle: Result<ProbeHandle, String>,
+    /// Where the report is kept between runs, and the key it is valid for.
+    cache: Option<(PathBuf, String)>,
+}
+
+/// What a cached probe report is valid for: this binary (path, size,
+/// mtime), this boot, this user, this kernel and its user-namespace
+/// switches. Anything that could change what the kernel allows changes
+/// the key, and the probe runs again.
+fn probe_key(exe: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(exe).ok()?;
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    Some(format!(
+        "{}|{}|{}.{}|{}|{}|{}|{}|{}|{}",
+        exe.display(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        read("/proc/sys/kernel/random/boot_id"),
+        nix::unistd::getuid(),
+        read("/proc/sys/kernel/osrelease"),
+        read("/proc/sys/user/max_user_namespaces"),
+        read("/proc/sys/kernel/unprivileged_userns_clone"),
+        read("/proc/self/cgroup").replace('\n', ";"),
+    ))
+}
+
+/// The cached report, when its key matches.
+fn cached_report(file: &Path, key: &str) -> Option<SandboxReport> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let (first, rest) = text.split_once('\n')?;
+    (first == key)
+        .then(|| serde_json::from_str(rest).ok())
+        .flatten()
 }
 
 impl SessionProbe {
     /// Starts probing with `exe`, the agent's own binary.
     pub fn start(exe: io::Result<PathBuf>) -> Self {
+        Self::start_cached(exe, None)
+    }
+
+    /// Like [`SessionProbe::start`], keeping the report in `cache_dir`
+    /// (the agent's data dir, which commands cannot write): a later run on
+    /// the same binary, boot, user and kernel settings reads it instead of
+    /// starting a probe process (about 6 ms of startup).
+    pub fn start_cached(exe: io::Result<PathBuf>, cache_dir: Option<&Path>) -> Self {
         match exe {
-            Ok(exe) => SessionProbe {
-                handle: Ok(ProbeHandle::start(&exe)),
-                launcher: exe,
-            },
+            Ok(exe) => {
+                let cache = cache_dir
+                    .zip(probe_key(&exe))
+                    .map(|(dir, key)| (dir.join(PROBE_CACHE), key));
+                if let Some((file, key)) = &cache
+                    && let Some(report) = cached_report(file, key)
+                {
+                    return SessionProbe {
+                        handle: Err(String::new()),
+                        launcher: exe,
+                        cache: Some((file.clone(), key.clone())),
+                    }
+                    .with_report(report);
+                }
+                SessionProbe {
+                    handle: Ok(ProbeHandle::start(&exe)),
+                    launcher: exe,
+                    cache,
+                }
+            }
             Err(e) => SessionProbe {
                 launcher: PathBuf::new(),
                 handle: Err(format!("cannot find the agent's own executable: {e}")),
+                cache: None,
             },
         }
     }
 
+    fn with_report(mut self, report: SandboxReport) -> Self {
+        self.handle = Ok(ProbeHandle::done(report));
+        self.cache = None;
+        self
+    }
+
     fn finish(self) -> (PathBuf, SandboxReport) {
         let report = match self.handle {
-            Ok(handle) => handle.finish(),
+            Ok(handle) => {
+                let fresh = !handle.is_done();
+                let report = handle.finish();
+                if fresh
+                    && let Some((file, key)) = &self.cache
+                    && !report.probe_failed()
+                    && let Ok(json) = serde_json::to_string(&report)
+                {
+                    let _ =
+                        crate::runtime::fs::write_atomic(file, format!("{key}\n{json}").as_bytes());
+                }
+                report
+            }
             Err(why) => SandboxReport::unavailable(&why),
         };
         (self.launcher, report)
     }
 }
+
+/// The file in the data dir that keeps the probe's report.
+pub const PROBE_CACHE: &str = "sandbox-probe.json";
 
 /// Builds the session's sandbox from a started probe: `protected` are the
 /// agent's config and data dirs. Never fails open: without a launcher

@@ -21,7 +21,7 @@ use crate::config::Endpoint;
 /// The client settings of `models.rhai`: timeouts in seconds, caps in
 /// bytes.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct ClientSettings {
     pub max_attempts: u32,
     pub connect_timeout: u64,
@@ -31,20 +31,6 @@ pub struct ClientSettings {
     pub request_timeout: u64,
     pub max_response_bytes: u64,
     pub max_tool_argument_bytes: u64,
-}
-
-impl Default for ClientSettings {
-    fn default() -> Self {
-        ClientSettings {
-            max_attempts: crate::client::MAX_ATTEMPTS,
-            connect_timeout: crate::client::CONNECT_TIMEOUT.as_secs(),
-            first_token_timeout: crate::client::FIRST_TOKEN_TIMEOUT.as_secs(),
-            idle_timeout: crate::client::IDLE_TIMEOUT.as_secs(),
-            request_timeout: crate::client::REQUEST_TIMEOUT.as_secs(),
-            max_response_bytes: crate::client::bounds::MAX_RESPONSE_BYTES as u64,
-            max_tool_argument_bytes: crate::client::bounds::MAX_TOOL_ARGUMENT_BYTES as u64,
-        }
-    }
 }
 
 impl ClientSettings {
@@ -125,6 +111,20 @@ impl Models {
     }
 }
 
+/// The `client` map of the built-in models.rhai, as JSON.
+fn built_in_client() -> Result<Option<serde_json::Map<String, Value>>, String> {
+    let script = super::compile_default(super::MODELS).map_err(|e| e.summary)?;
+    let value = script.value.flatten_clone();
+    let client = value
+        .read_lock::<Map>()
+        .and_then(|top| top.get("client").cloned());
+    match client.map(|c| api::to_json(&c)) {
+        Some(Ok(Value::Object(map))) => Ok(Some(map)),
+        Some(Err(e)) => Err(e.to_string()),
+        _ => Ok(None),
+    }
+}
+
 /// Reads `models.rhai`'s value. Every problem names the profile and field.
 pub fn parse(script: &Script) -> Result<Models, String> {
     let value = script.value.flatten_clone();
@@ -141,13 +141,22 @@ pub fn parse(script: &Script) -> Result<Models, String> {
             ));
         }
     }
-    let client = match top.get("client") {
-        None => ClientSettings::default(),
-        Some(c) => {
-            let json = api::to_json(c).map_err(|e| format!("models.rhai: `client`: {e}"))?;
-            serde_json::from_value(json).map_err(|e| format!("models.rhai: `client`: {e}"))?
-        }
+    // Fields the person's `client` map leaves out come from the built-in
+    // models.rhai: the defaults live there only.
+    let mut client = match top.get("client") {
+        None => serde_json::Value::Object(serde_json::Map::new()),
+        Some(c) => api::to_json(c).map_err(|e| format!("models.rhai: `client`: {e}"))?,
     };
+    if script.origin != super::Origin::Default
+        && let Ok(Some(built_in)) = built_in_client()
+        && let serde_json::Value::Object(mine) = &mut client
+    {
+        for (k, v) in built_in {
+            mine.entry(k).or_insert(v);
+        }
+    }
+    let client: ClientSettings =
+        serde_json::from_value(client).map_err(|e| format!("models.rhai: `client`: {e}"))?;
     let Some(profiles_map) = top
         .get("profiles")
         .and_then(|p| p.read_lock::<Map>().map(|m| m.clone()))
@@ -278,9 +287,41 @@ mod tests {
             names,
             ["deepseek", "llamacpp", "ollama", "openai", "openrouter"]
         );
-        assert_eq!(models.client, ClientSettings::default());
+        // The client's values match the client's own constants.
+        assert_eq!(models.client.max_attempts, crate::client::MAX_ATTEMPTS);
+        assert_eq!(
+            models.client.idle_timeout,
+            crate::client::IDLE_TIMEOUT.as_secs()
+        );
+        assert_eq!(
+            models.client.max_response_bytes,
+            crate::client::bounds::MAX_RESPONSE_BYTES as u64
+        );
         let err = models.profile("nope").unwrap_err();
         assert!(err.contains("known profiles: deepseek, llamacpp"), "{err}");
+    }
+
+    #[test]
+    fn a_partial_client_map_takes_the_rest_from_the_built_in_file() {
+        let source = r#"#{ default_profile: "p", client: #{ idle_timeout: 7 },
+            profiles: #{ p: #{ base_url: "http://127.0.0.1:1/v1", model: "m" } } }"#;
+        let script = compile(
+            MODELS,
+            source.into(),
+            Origin::User("/tmp/models.rhai".into()),
+        )
+        .unwrap();
+        let models = parse(&script).unwrap();
+        assert_eq!(models.client.idle_timeout, 7);
+        assert_eq!(models.client.max_attempts, crate::client::MAX_ATTEMPTS);
+        // A misspelt field is named when the file is compiled.
+        let err = compile(
+            MODELS,
+            r#"#{ default_profile: "p", client: #{ idel_timeout: 7 }, profiles: #{ p: #{ base_url: "x", model: "m" } } }"#.into(),
+            Origin::User("/tmp/models.rhai".into()),
+        )
+        .unwrap_err();
+        assert!(err.summary.contains("idel_timeout"), "{}", err.summary);
     }
 
     #[test]

@@ -13,12 +13,12 @@ use serde::Deserialize;
 
 use super::Script;
 use crate::runtime::policy::{Action, Approve, Decision};
-use crate::runtime::sandbox::{self, SandboxMode, SandboxSettings};
+use crate::runtime::sandbox::{SandboxMode, SandboxSettings};
 use crate::runtime::{self, Limits};
 
 /// What `settings()` in policy.rhai returns. Unknown fields are errors.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct PolicySettings {
     pub shell_timeout: u64,
     pub max_shell_timeout: u64,
@@ -39,26 +39,35 @@ pub struct PolicySettings {
     pub env_allow: Vec<String>,
 }
 
-impl Default for PolicySettings {
-    fn default() -> Self {
+impl PolicySettings {
+    /// The settings of the built-in `policy.rhai`: the defaults live there
+    /// only. `Err` only if the embedded script is broken (a test catches
+    /// that before it ships).
+    pub fn built_in() -> Result<PolicySettings, String> {
+        let script = super::compile_default(super::POLICY).map_err(|e| e.summary)?;
+        PolicySettings::from_script(&script)
+    }
+
+    /// The runtime's own floor, for the one case where even the built-in
+    /// script cannot be read (a broken build): its limits, the sandbox on.
+    pub fn floor() -> PolicySettings {
         let l = Limits::default();
+        let s = SandboxSettings::default();
         PolicySettings {
             shell_timeout: l.shell_timeout.as_secs(),
             max_shell_timeout: l.max_shell_timeout.as_secs(),
             inactivity_timeout: l.inactivity_timeout.as_secs(),
             output_cap: l.output_cap,
             extra_roots: Vec::new(),
-            sandbox: SandboxMode::Auto,
-            network: false,
-            max_processes: sandbox::DEFAULT_MAX_PROCESSES,
-            max_memory_mb: sandbox::DEFAULT_MAX_MEMORY_MB,
+            sandbox: s.mode,
+            network: s.network,
+            max_processes: s.max_processes,
+            max_memory_mb: s.max_memory_mb,
             spill_cap: l.spill_cap,
             env_allow: Vec::new(),
         }
     }
-}
 
-impl PolicySettings {
     /// Reads the settings from the script; errors name the field.
     pub fn from_script(script: &Script) -> Result<PolicySettings, String> {
         // Fields the person's file leaves out come from the built-in file.
@@ -161,7 +170,7 @@ impl ScriptApprove {
     pub fn action_map(&self, action: &Action) -> Dynamic {
         let mut m = Map::new();
         match action {
-            Action::Shell { command } => {
+            Action::Shell { command } | Action::Unsandboxed { command } => {
                 m.insert("kind".into(), "shell".into());
                 m.insert("command".into(), command.clone().into());
                 m.insert("path".into(), "".into());
@@ -184,7 +193,9 @@ impl ScriptApprove {
             "config_dir".into(),
             self.config_dir.display().to_string().into(),
         );
-        m.insert("sandboxed".into(), self.sandboxed.into());
+        let leaves = matches!(action, Action::Unsandboxed { .. });
+        m.insert("sandboxed".into(), (self.sandboxed && !leaves).into());
+        m.insert("leaves_sandbox".into(), leaves.into());
         Dynamic::from_map(m)
     }
 }
@@ -341,7 +352,7 @@ mod tests {
         );
         assert_eq!(
             PolicySettings::from_script(&p.script).unwrap(),
-            PolicySettings::default()
+            PolicySettings::built_in().unwrap()
         );
     }
 

@@ -147,7 +147,7 @@ pub fn remove_launcher_cgroup(pid: u32) {
             Ok(()) => return,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return,
             Err(_) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_micros(200));
             }
             Err(_) => return,
         }

@@ -83,6 +83,12 @@ impl SandboxReport {
         }
     }
 
+    /// Whether every layer is missing: the probe itself could not run,
+    /// which is not worth remembering.
+    pub fn probe_failed(&self) -> bool {
+        self.layers().iter().all(|(_, m)| m.is_some())
+    }
+
     /// Every layer, named, in the order shown.
     pub fn layers(&self) -> Vec<(&'static str, &Missing)> {
         vec![
@@ -302,6 +308,8 @@ pub struct ProbeHandle {
     launcher: PathBuf,
     child: Result<std::process::Child, String>,
     started: Instant,
+    /// A report known without a probe (read from the cache).
+    done: Option<SandboxReport>,
 }
 
 impl ProbeHandle {
@@ -319,11 +327,30 @@ impl ProbeHandle {
             launcher: launcher.to_path_buf(),
             child,
             started: Instant::now(),
+            done: None,
         }
     }
 
+    /// A handle whose answer is already known.
+    pub fn done(report: SandboxReport) -> Self {
+        ProbeHandle {
+            launcher: PathBuf::new(),
+            child: Err(String::new()),
+            started: Instant::now(),
+            done: Some(report),
+        }
+    }
+
+    /// Whether the answer was known without a probe.
+    pub fn is_done(&self) -> bool {
+        self.done.is_some()
+    }
+
     /// Waits for the answer (at most [`PROBE_TIMEOUT`] since the start).
-    pub fn finish(self) -> SandboxReport {
+    pub fn finish(mut self) -> SandboxReport {
+        if let Some(report) = self.done.take() {
+            return report;
+        }
         match self.read() {
             Ok(report) => report,
             Err(why) => SandboxReport::unavailable(&why),

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolContext, cancelled, messages};
 use crate::protocol::{ErrorKind, ToolOutput};
-use crate::runtime::RunError;
 use crate::runtime::process::{Captured, Ended, Outcome};
+use crate::runtime::{Confinement, RunError};
 use crate::runtime::{DEFAULT_INACTIVITY_TIMEOUT, DEFAULT_SHELL_TIMEOUT, MAX_SHELL_TIMEOUT};
 use crate::tools::{Tool, ToolSpec, arg_str, arg_u64};
 
@@ -60,6 +60,10 @@ impl RunShell {
                                 DEFAULT_SHELL_TIMEOUT.as_secs(),
                                 MAX_SHELL_TIMEOUT.as_secs()
                             )
+                        },
+                        "sandbox": {
+                            "type": "boolean",
+                            "description": "Default true. false runs this one command outside the sandbox (network, writes outside the workspace); the user is asked first. Use it only after a command failed because of the sandbox."
                         }
                     },
                     "required": ["command"]
@@ -96,8 +100,19 @@ impl Tool for RunShell {
             let timeout = runtime.shell_timeout(asked);
             let inactivity = runtime.limits.inactivity_timeout;
             let max = runtime.limits.max_shell_timeout;
+            // Only an explicit `false` (or "false") leaves the sandbox.
+            let leave = match args.get("sandbox") {
+                Some(Value::Bool(b)) => !*b,
+                Some(Value::String(s)) => s.eq_ignore_ascii_case("false"),
+                _ => false,
+            };
+            let confinement = if leave {
+                Confinement::Unsandboxed
+            } else {
+                Confinement::Sandboxed
+            };
             match runtime
-                .run_command(command, asked, &ctx.call_id, &ctx.cancel)
+                .run_command_in(command, asked, &ctx.call_id, &ctx.cancel, confinement)
                 .await
             {
                 Ok(outcome) => format_outcome(&outcome, timeout, inactivity, max),
