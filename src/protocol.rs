@@ -145,6 +145,10 @@ pub struct ToolOutput {
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
+    /// For the person only, never sent to the model: the unified diff of
+    /// what a file tool changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 impl ToolOutput {
@@ -154,6 +158,7 @@ impl ToolOutput {
             text: text.into(),
             exit_code: None,
             error_kind: None,
+            diff: None,
         }
     }
 
@@ -163,7 +168,14 @@ impl ToolOutput {
             text: text.into(),
             exit_code: None,
             error_kind: Some(kind),
+            diff: None,
         }
+    }
+
+    /// The same output with the person's diff of the change.
+    pub fn with_diff(mut self, diff: Option<String>) -> Self {
+        self.diff = diff;
+        self
     }
 
     pub fn with_exit_code(mut self, code: Option<i32>) -> Self {
@@ -259,6 +271,9 @@ pub struct ApprovalAsk {
     pub programs: Vec<String>,
     /// What answering "always" covers for the rest of the session.
     pub scope: String,
+    /// What the action would change, shown before the question (a write's
+    /// unified diff).
+    pub preview: Option<String>,
     /// Why the policy asks.
     pub reason: String,
     pub reply: Reply,

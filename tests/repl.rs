@@ -549,3 +549,65 @@ async fn a_policy_the_agent_wrote_is_applied_only_when_the_person_confirms() {
         .to_string();
     assert!(text.starts_with("Denied: the person refused"), "{text}");
 }
+
+/// An edit shows its diff after it ran; a write the policy asks about shows
+/// its diff before the question, and the file changes only after "y".
+#[tokio::test]
+async fn edits_and_writes_show_their_diffs() {
+    let dirs = Dirs::new();
+    let policy = include_str!("../scripts/policy.rhai").replace(
+        "fn approve(action) {",
+        "fn approve(action) {\n    if action.kind == \"write\" && action.path.ends_with(\"ask.txt\") { return ask(\"this file is watched\"); }",
+    );
+    assert!(policy.contains("this file is watched"));
+    std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
+    dirs.write("code.txt", "alpha\nbeta\ngamma\n");
+    dirs.write("ask.txt", "one\ntwo\nthree\n");
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "e",
+                "edit_file",
+                r#"{"path":"code.txt","old_string":"beta","new_string":"BETA"}"#,
+            )],
+        ),
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "w",
+                "write_file",
+                r#"{"path":"ask.txt","content":"one\nTWO\nthree\n"}"#,
+            )],
+        ),
+        Reply::text("Both done."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("change two files");
+    let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
+    // The edit ran without a question and showed its diff.
+    assert!(screen.contains("-beta") && screen.contains("+BETA"), "{screen}");
+    // The write's diff comes before its question, and nothing changed yet.
+    let question = screen.rfind("Allow? [y]es").unwrap();
+    let minus = screen.rfind("-two").expect("the write's diff is shown");
+    assert!(minus < question, "{screen}");
+    assert!(screen.contains("+TWO"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(dirs.workspace.join("ask.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    tmux.line("y");
+    tmux.wait_for("Both done.").await;
+    assert_eq!(
+        std::fs::read_to_string(dirs.workspace.join("ask.txt")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
+    // The model never read the diff.
+    let sent = server.requests()[1].tool_result("e").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!sent.contains("+BETA"), "{sent}");
+}

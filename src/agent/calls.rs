@@ -139,6 +139,7 @@ impl Agent {
                 output = &mut work => {
                     let mut output = output;
                     output.text = runtime.redact(output.text);
+                    output.diff = output.diff.map(|d| runtime.redact(d));
                     return output;
                 }
                 request = next_ask(&mut self.asks) => match request {
@@ -174,6 +175,7 @@ fn approval_event(request: ApprovalRequest) -> ApprovalAsk {
         path,
         programs: request.programs,
         scope: request.scope,
+        preview: request.preview,
         reason: request.reason,
         reply: request.reply,
     }

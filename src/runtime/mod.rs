@@ -237,10 +237,23 @@ impl Runtime {
 
     /// Asks the policy whether `path` may be written.
     pub async fn check_write(&self, path: &std::path::Path) -> Result<(), String> {
+        self.check_write_showing(path, None).await
+    }
+
+    /// [`Runtime::check_write`], with the diff of the write for the person
+    /// to see before they answer.
+    pub async fn check_write_showing(
+        &self,
+        path: &std::path::Path,
+        diff: Option<String>,
+    ) -> Result<(), String> {
         self.policy
-            .check(&policy::Action::Write {
-                path: path.to_path_buf(),
-            })
+            .check_with_preview(
+                &policy::Action::Write {
+                    path: path.to_path_buf(),
+                },
+                diff.map(|d| self.redact(d)),
+            )
             .await
     }
 

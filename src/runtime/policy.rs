@@ -132,6 +132,8 @@ pub struct ApprovalRequest {
     pub programs: Vec<String>,
     /// What an "always" answer would cover ([`scope_key`]).
     pub scope: String,
+    /// What the action would change (a write's diff), shown first.
+    pub preview: Option<String>,
     pub reply: crate::protocol::Reply,
 }
 
@@ -230,6 +232,16 @@ impl Policy {
 
     /// Checks an action. `Err` is the text for the model.
     pub async fn check(&self, action: &Action) -> Result<(), String> {
+        self.check_with_preview(action, None).await
+    }
+
+    /// [`Policy::check`], with what the action would change (a write's
+    /// diff) for the person to see before they answer.
+    pub async fn check_with_preview(
+        &self,
+        action: &Action,
+        preview: Option<String>,
+    ) -> Result<(), String> {
         let approve = self.approve.clone();
         let owned = action.clone();
         // The hook is a script call: keep it off the async workers.
@@ -247,7 +259,7 @@ impl Policy {
                 if self.always.contains(&key) {
                     return Ok(());
                 }
-                match self.ask(action, &reason).await {
+                match self.ask(action, &reason, preview).await {
                     Answer::Yes => Ok(()),
                     Answer::Always => {
                         self.always.insert(key);
@@ -261,7 +273,7 @@ impl Policy {
     }
 
     /// Sends the question to the UI and waits for the answer.
-    async fn ask(&self, action: &Action, reason: &str) -> Answer {
+    async fn ask(&self, action: &Action, reason: &str, preview: Option<String>) -> Answer {
         let Some(asks) = &self.asks else {
             return Answer::Unattended;
         };
@@ -272,6 +284,7 @@ impl Policy {
             reason: reason.to_string(),
             programs: self.approve.programs(action),
             scope: self.scope_of(action),
+            preview,
             reply,
         };
         if asks.send(request).is_err() {

@@ -8,6 +8,7 @@
 //! returns an error and never panics on model input.
 
 pub mod builtin;
+pub mod diff;
 pub mod messages;
 
 use std::collections::HashMap;

@@ -63,6 +63,28 @@ const MAX_PREVIEW_LINE: usize = 120;
 /// A few lines of what a successful tool printed, indented, with how many
 /// more there are (`/last` shows all). Failures show their error line in
 /// [`tool_result`] instead.
+/// A unified diff for the screen: additions green, removals red, hunk
+/// headers cyan, the file headers dim; every line indented and with its
+/// control characters made visible. Pure: text in, lines out.
+pub fn diff(style: Style, diff: &str) -> Vec<String> {
+    diff.lines()
+        .map(|line| {
+            let shown = format!("    {}", super::sanitize::visible_line(line));
+            if line.starts_with("+++") || line.starts_with("---") {
+                style.dim(&shown)
+            } else if line.starts_with('+') {
+                style.green(&shown)
+            } else if line.starts_with('-') {
+                style.red(&shown)
+            } else if line.starts_with("@@") {
+                style.cyan(&shown)
+            } else {
+                shown
+            }
+        })
+        .collect()
+}
+
 pub fn preview(output: &ToolOutput) -> Vec<String> {
     if output.status != ToolStatus::Ok {
         return Vec::new();

@@ -219,6 +219,7 @@ mod tests {
             path: path.map(String::from),
             programs: programs.iter().map(|p| p.to_string()).collect(),
             scope: "rm -rf ~ [/home/u]".into(),
+            preview: None,
             reason: "it deletes ~".into(),
             reply: crate::protocol::Reply::channel().0,
         }

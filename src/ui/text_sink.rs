@@ -234,7 +234,12 @@ impl EventSink for TextSink {
             }
             Event::ToolResult { name, output, .. } => {
                 self.err(&render::tool_result(self.style, &output));
-                if self.live {
+                if let Some(diff) = &output.diff {
+                    // What a file tool changed, in both modes.
+                    for line in render::diff(self.style, diff) {
+                        self.err(&line);
+                    }
+                } else if self.live {
                     for line in render::preview(&output) {
                         self.err(&self.style.dim(&line));
                     }

@@ -89,39 +89,72 @@ impl Tool for EditFile {
                 return ToolOutput::failed(ErrorKind::InvalidArgs, messages::EDIT_SAME_STRINGS);
             }
             let shown = arg_str(&args, "path").to_string();
-            let place = match target(&ctx, &shown, Access::Write).await {
+            // Placed first, asked about once the change (and its diff) is
+            // known, so the question can show it.
+            let place = match target(&ctx, &shown, Access::Read).await {
                 Ok(place) => place,
                 Err(output) => return output,
             };
             let replace_all = arg_bool(&args, "replace_all");
-            blocking(move || edit_file(&place, &shown, &old, &new, replace_all)).await
+            let (p, s) = (place.clone(), shown.clone());
+            let planned =
+                tokio::task::spawn_blocking(move || prepare(&p, &s, &old, &new, replace_all)).await;
+            let (edit, diff) = match planned {
+                Ok(Ok(planned)) => planned,
+                Ok(Err(output)) => return output,
+                Err(e) => return failed(messages::io_failed("edit", &shown, &std::io::Error::other(e))),
+            };
+            if let Err(text) = ctx
+                .runtime
+                .check_write_showing(&place.path, diff.clone())
+                .await
+            {
+                return ToolOutput::failed(ErrorKind::Denied, text);
+            }
+            blocking(move || apply(&place, &shown, &edit).with_diff(diff)).await
         })
     }
 }
 
-fn edit_file(place: &Located, shown: &str, old: &str, new: &str, replace_all: bool) -> ToolOutput {
+/// Reads the file and plans the edit: the new content and its diff, or
+/// the output that ends the call.
+fn prepare(
+    place: &Located,
+    shown: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<(Edit, Option<String>), ToolOutput> {
     let mut file = match place.metadata() {
-        Ok(meta) if meta.is_dir() => return failed(messages::edit_is_dir(shown)),
-        Err(AccessError::NotFound) => return failed(messages::edit_not_found_file(shown)),
-        _ => match open_for_read(place, shown) {
-            Ok((file, _)) => file,
-            Err(output) => return output,
-        },
+        Ok(meta) if meta.is_dir() => return Err(failed(messages::edit_is_dir(shown))),
+        Err(AccessError::NotFound) => return Err(failed(messages::edit_not_found_file(shown))),
+        _ => open_for_read(place, shown)?.0,
     };
     let mut bytes = Vec::new();
     if let Err(e) = file.read_to_end(&mut bytes) {
-        return failed(messages::io_failed("read", shown, &e));
+        return Err(failed(messages::io_failed("read", shown, &e)));
     }
     let Ok(content) = String::from_utf8(bytes) else {
-        return failed(messages::edit_not_utf8(shown));
+        return Err(failed(messages::edit_not_utf8(shown)));
     };
     let edit = match plan_edit(&content, old, new, replace_all) {
         Ok(edit) => edit,
         Err(Mismatch::NotFound) => {
-            return failed(messages::edit_no_match(shown, looks_line_numbered(old)));
+            return Err(failed(messages::edit_no_match(
+                shown,
+                looks_line_numbered(old),
+            )));
         }
-        Err(Mismatch::Many(count)) => return failed(messages::edit_many_matches(shown, count)),
+        Err(Mismatch::Many(count)) => {
+            return Err(failed(messages::edit_many_matches(shown, count)));
+        }
     };
+    let diff = crate::tools::diff::unified(shown, Some(&content), &edit.content);
+    Ok((edit, diff))
+}
+
+/// Writes the planned edit and says what changed.
+fn apply(place: &Located, shown: &str, edit: &Edit) -> ToolOutput {
     if let Err(e) = place.write(edit.content.as_bytes()) {
         return write_failed(shown, &e);
     }

@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::{Access, ToolContext, access_failed, blocking, failed, messages, target};
-use crate::protocol::ToolOutput;
+use crate::protocol::{ErrorKind, ToolOutput};
 use crate::runtime::beneath::{AccessError, Located};
 use crate::tools::{Tool, ToolSpec, arg_str};
 
@@ -62,14 +62,41 @@ impl Tool for WriteFile {
     fn call(&self, args: Map<String, Value>, ctx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             let shown = arg_str(&args, "path").to_string();
-            let place = match target(&ctx, &shown, Access::Write).await {
+            // Placed first, asked about with the diff of the write.
+            let place = match target(&ctx, &shown, Access::Read).await {
                 Ok(place) => place,
                 Err(output) => return output,
             };
             let content = arg_str(&args, "content").to_string();
-            blocking(move || write_file(&place, &shown, content.as_bytes())).await
+            let (p, s, c) = (place.clone(), shown.clone(), content.clone());
+            let diff = tokio::task::spawn_blocking(move || diff_of(&p, &s, &c))
+                .await
+                .ok()
+                .flatten();
+            if let Err(text) = ctx.runtime.check_write_showing(&place.path, diff.clone()).await {
+                return ToolOutput::failed(ErrorKind::Denied, text);
+            }
+            blocking(move || write_file(&place, &shown, content.as_bytes()).with_diff(diff)).await
         })
     }
+}
+
+/// The diff a write would make: against the file's text when it is a
+/// readable text file, against nothing when there is none; `None` when
+/// the old content is not text or is too large to diff.
+fn diff_of(place: &Located, shown: &str, content: &str) -> Option<String> {
+    use std::io::Read;
+    let old = match place.open_read() {
+        Ok((file, _)) => {
+            let mut bytes = Vec::new();
+            let limit = crate::tools::diff::MAX_DIFF_INPUT as u64 + 1;
+            file.take(limit).read_to_end(&mut bytes).ok()?;
+            Some(String::from_utf8(bytes).ok()?)
+        }
+        Err(AccessError::NotFound) => None,
+        Err(_) => return None,
+    };
+    crate::tools::diff::unified(shown, old.as_deref(), content)
 }
 
 fn write_file(place: &Located, shown: &str, content: &[u8]) -> ToolOutput {

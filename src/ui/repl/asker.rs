@@ -34,8 +34,19 @@ pub fn parse_answer(line: &str) -> Answer {
 /// made visible, wrapped to the terminal, then the choices.
 pub fn question(style: Style, ask: &ApprovalAsk) -> String {
     let width = terminal_width();
+    // A write shows what it would change first.
+    let preview: String = ask
+        .preview
+        .as_deref()
+        .map(|d| {
+            crate::ui::render::diff(style, d)
+                .into_iter()
+                .map(|l| l + "\n")
+                .collect()
+        })
+        .unwrap_or_default();
     format!(
-        "{} {}  Allow? [y]es / [N]o / [a]lways for this command: ",
+        "{preview}{} {}  Allow? [y]es / [N]o / [a]lways for this command: ",
         style.yellow("approval:"),
         crate::ui::sanitize::approval_question(ask, width),
     )
