@@ -16,19 +16,74 @@ pub struct PromptContext {
     pub date: String,
     pub model: String,
     pub tools: Vec<String>,
-    /// The workspace's `AGENTS.md`, when there is one. Read as text only.
+    /// The workspace's `AGENTS.md`, and those of the directories down to
+    /// where the agent started, when there are any. Read as text only.
     pub project_instructions: Option<String>,
 }
 
 impl PromptContext {
-    pub fn new(workspace: &Path, model: &str, tools: Vec<String>) -> Self {
+    /// `cwd` is where the agent started: the workspace or a directory in
+    /// it, whose `AGENTS.md` files are read after the root's.
+    pub fn new(workspace: &Path, cwd: &Path, model: &str, tools: Vec<String>) -> Self {
         PromptContext {
             cwd: workspace.display().to_string(),
             os: std::env::consts::OS.to_string(),
             date: chrono::Local::now().format("%Y-%m-%d").to_string(),
             model: model.to_string(),
             tools,
-            project_instructions: read_project_instructions(workspace),
+            project_instructions: read_all_project_instructions(workspace, cwd),
+        }
+    }
+}
+
+/// The directories whose `AGENTS.md` is read, as paths relative to the
+/// workspace: the root first, then each directory down to `cwd`, nearest
+/// last. A `cwd` outside the workspace adds nothing. Pure: paths in, list
+/// out.
+pub fn instruction_dirs(workspace: &Path, cwd: &Path) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::path::PathBuf::new()];
+    if let Ok(rel) = cwd.strip_prefix(workspace) {
+        let mut at = std::path::PathBuf::new();
+        for part in rel.components() {
+            if let std::path::Component::Normal(name) = part {
+                at.push(name);
+                dirs.push(at.clone());
+            }
+        }
+    }
+    dirs
+}
+
+/// Every `AGENTS.md` from the workspace root down to `cwd` (nearest last),
+/// each read as [`read_project_instructions`] reads the root's, headed by
+/// its path when there are several; at most [`MAX_PROJECT_INSTRUCTIONS`]
+/// bytes in all.
+pub fn read_all_project_instructions(workspace: &Path, cwd: &Path) -> Option<String> {
+    let found: Vec<(String, String)> = instruction_dirs(workspace, cwd)
+        .into_iter()
+        .filter_map(|dir| {
+            let text = read_instructions_in(workspace, &dir)?;
+            let shown = dir.join(PROJECT_INSTRUCTIONS_FILE).display().to_string();
+            Some((shown, text))
+        })
+        .collect();
+    match found.len() {
+        0 => None,
+        1 => found.into_iter().next().map(|(_, text)| text),
+        _ => {
+            let joined: Vec<String> = found
+                .into_iter()
+                .map(|(path, text)| format!("From {path}:\n{text}"))
+                .collect();
+            let all = joined.join("\n\n");
+            Some(if all.len() > MAX_PROJECT_INSTRUCTIONS {
+                format!(
+                    "{}\n[AGENTS.md files cut at {MAX_PROJECT_INSTRUCTIONS} bytes]",
+                    crate::text::prefix(&all, MAX_PROJECT_INSTRUCTIONS)
+                )
+            } else {
+                all
+            })
         }
     }
 }
@@ -41,8 +96,14 @@ impl PromptContext {
 /// cloned repository cannot hang startup, fill memory or pull a file from
 /// elsewhere into the prompt.
 pub fn read_project_instructions(workspace: &Path) -> Option<String> {
+    read_instructions_in(workspace, Path::new(""))
+}
+
+/// The `AGENTS.md` in `dir` (relative to the workspace), read beneath the
+/// workspace with the same rules and cap.
+fn read_instructions_in(workspace: &Path, dir: &Path) -> Option<String> {
     let root = crate::runtime::beneath::Root::new(workspace);
-    let (file, _) = root.open_read(Path::new(PROJECT_INSTRUCTIONS_FILE)).ok()?;
+    let (file, _) = root.open_read(&dir.join(PROJECT_INSTRUCTIONS_FILE)).ok()?;
     let mut bytes = Vec::with_capacity(MAX_PROJECT_INSTRUCTIONS + 1);
     file.take(MAX_PROJECT_INSTRUCTIONS as u64 + 1)
         .read_to_end(&mut bytes)
@@ -69,6 +130,36 @@ pub const PROJECT_INSTRUCTIONS_FILE: &str = "AGENTS.md";
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn instructions_are_read_from_the_root_down_to_the_start_directory() {
+        let w = Path::new("/w");
+        assert_eq!(instruction_dirs(w, w), [std::path::PathBuf::new()]);
+        assert_eq!(
+            instruction_dirs(w, Path::new("/w/src/net")),
+            [
+                std::path::PathBuf::new(),
+                "src".into(),
+                std::path::PathBuf::from("src/net")
+            ]
+        );
+        assert_eq!(instruction_dirs(w, Path::new("/elsewhere")).len(), 1);
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("src/net")).unwrap();
+        std::fs::write(ws.join("AGENTS.md"), "root rules").unwrap();
+        std::fs::write(ws.join("src/net/AGENTS.md"), "net rules").unwrap();
+        let text = read_all_project_instructions(ws, &ws.join("src/net")).unwrap();
+        assert_eq!(
+            text,
+            "From AGENTS.md:\nroot rules\n\nFrom src/net/AGENTS.md:\nnet rules"
+        );
+        // Started at the root: only the root's file, as it was.
+        assert_eq!(
+            read_all_project_instructions(ws, ws).as_deref(),
+            Some("root rules")
+        );
+    }
+
     use super::*;
 
     #[test]

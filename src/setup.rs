@@ -114,6 +114,17 @@ pub struct Assembled {
 /// Builds the registry (built-ins plus the tools of tools.rhai), the
 /// prompts and the watchdog from loaded scripts.
 pub fn assemble(host: &ScriptHost, workspace: &std::path::Path, model: &str) -> Assembled {
+    assemble_in(host, workspace, workspace, model)
+}
+
+/// [`assemble`] for an agent started in `cwd`, a directory of the
+/// workspace: its `AGENTS.md` files reach the prompt too.
+pub fn assemble_in(
+    host: &ScriptHost,
+    workspace: &std::path::Path,
+    cwd: &std::path::Path,
+    model: &str,
+) -> Assembled {
     let mut notes = Vec::new();
     let mut registry = Registry::with_builtins();
     if let Some(script) = host.get(TOOLS) {
@@ -135,7 +146,7 @@ pub fn assemble(host: &ScriptHost, workspace: &std::path::Path, model: &str) -> 
             ))),
         }
     }
-    let ctx = PromptContext::new(workspace, model, registry.names());
+    let ctx = PromptContext::new(workspace, cwd, model, registry.names());
     let (system_prompt, summary_prompt, prompt_notes) = script::prompt::prompts(host, &ctx);
     notes.extend(prompt_notes.into_iter().map(Note::Warning));
     let (watchdog, warnings) = match host.get(WATCHDOG) {
@@ -260,7 +271,12 @@ impl Session {
     /// The tool side from the loaded scripts.
     fn parts(&mut self, notes: &mut Vec<Note>) -> Parts {
         let runtime = self.runtime(notes);
-        let assembled = assemble(&self.host, &self.settings.workspace, &self.settings.model);
+        let assembled = assemble_in(
+            &self.host,
+            &self.settings.workspace,
+            &self.settings.cwd,
+            &self.settings.model,
+        );
         notes.extend(assembled.notes);
         Parts {
             runtime,

@@ -231,6 +231,7 @@ async fn started_below_the_root_the_work_tree_is_the_workspace() {
     let dirs = Dirs::new();
     std::fs::create_dir_all(dirs.workspace.join(".git")).unwrap();
     dirs.write("AGENTS.md", "Always run the linter first.");
+    dirs.write("src/AGENTS.md", "In src, keep functions short.");
     dirs.write("src/lib.rs", "// code");
     let server = MockServer::start(vec![
         Reply::tools(Shape::OpenAi, &[("p", "run_shell", r#"{"command":"pwd"}"#)]),
@@ -250,6 +251,12 @@ async fn started_below_the_root_the_work_tree_is_the_workspace() {
     let root = dirs.workspace.canonicalize().unwrap();
     assert!(system.contains(&root.display().to_string()), "{system}");
     assert!(system.contains("Always run the linter first."), "{system}");
+    // The start directory's AGENTS.md comes after the root's.
+    let root_at = system.find("Always run the linter first.").unwrap();
+    let src_at = system
+        .find("In src, keep functions short.")
+        .expect("src/AGENTS.md reached the prompt");
+    assert!(root_at < src_at, "{system}");
     let pwd = requests[1].tool_result("p").unwrap()["content"]
         .as_str()
         .unwrap()

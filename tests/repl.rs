@@ -588,7 +588,10 @@ async fn edits_and_writes_show_their_diffs() {
     tmux.line("change two files");
     let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
     // The edit ran without a question and showed its diff.
-    assert!(screen.contains("-beta") && screen.contains("+BETA"), "{screen}");
+    assert!(
+        screen.contains("-beta") && screen.contains("+BETA"),
+        "{screen}"
+    );
     // The write's diff comes before its question, and nothing changed yet.
     let question = screen.rfind("Allow? [y]es").unwrap();
     let minus = screen.rfind("-two").expect("the write's diff is shown");

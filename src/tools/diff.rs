@@ -40,7 +40,10 @@ pub fn unified(path: &str, old: Option<&str>, new: &str) -> Option<String> {
         .map(|l| l.to_string())
         .collect();
     if lines.len() > MAX_DIFF_LINES {
-        out.push(format!("… {} more diff lines", lines.len() - MAX_DIFF_LINES));
+        out.push(format!(
+            "… {} more diff lines",
+            lines.len() - MAX_DIFF_LINES
+        ));
     }
     Some(out.join("\n"))
 }

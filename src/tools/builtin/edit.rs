@@ -102,7 +102,13 @@ impl Tool for EditFile {
             let (edit, diff) = match planned {
                 Ok(Ok(planned)) => planned,
                 Ok(Err(output)) => return output,
-                Err(e) => return failed(messages::io_failed("edit", &shown, &std::io::Error::other(e))),
+                Err(e) => {
+                    return failed(messages::io_failed(
+                        "edit",
+                        &shown,
+                        &std::io::Error::other(e),
+                    ));
+                }
             };
             if let Err(text) = ctx
                 .runtime

@@ -73,7 +73,11 @@ impl Tool for WriteFile {
                 .await
                 .ok()
                 .flatten();
-            if let Err(text) = ctx.runtime.check_write_showing(&place.path, diff.clone()).await {
+            if let Err(text) = ctx
+                .runtime
+                .check_write_showing(&place.path, diff.clone())
+                .await
+            {
                 return ToolOutput::failed(ErrorKind::Denied, text);
             }
             blocking(move || write_file(&place, &shown, content.as_bytes()).with_diff(diff)).await
