@@ -107,6 +107,7 @@ pub struct Assembled {
     pub registry: Arc<Registry>,
     pub system_prompt: String,
     pub summary_prompt: String,
+    pub compaction: crate::agent::context::CompactionRule,
     pub watchdog: Watchdog,
     pub notes: Vec<Note>,
 }
@@ -149,6 +150,12 @@ pub fn assemble_in(
     let ctx = PromptContext::new(workspace, cwd, model, registry.names());
     let (system_prompt, summary_prompt, prompt_notes) = script::prompt::prompts(host, &ctx);
     notes.extend(prompt_notes.into_iter().map(Note::Warning));
+    let compaction = script::prompt::compaction(host).unwrap_or_else(|e| {
+        notes.push(Note::Warning(format!(
+            "prompt.rhai: {e}; compacting by the built-in rule"
+        )));
+        crate::agent::context::CompactionRule::default()
+    });
     let (watchdog, warnings) = match host.get(WATCHDOG) {
         Some(script) => script::watchdog::from_script(script.clone()),
         None => script::watchdog::default_watchdog(),
@@ -158,6 +165,7 @@ pub fn assemble_in(
         registry: Arc::new(registry),
         system_prompt,
         summary_prompt,
+        compaction,
         watchdog,
         notes,
     }
@@ -169,6 +177,7 @@ pub struct Parts {
     pub registry: Arc<Registry>,
     pub system_prompt: String,
     pub summary_prompt: String,
+    pub compaction: crate::agent::context::CompactionRule,
     pub watchdog: Watchdog,
 }
 
@@ -259,6 +268,7 @@ impl Session {
         );
         agent.set_asks(queue);
         agent.set_summary_prompt(parts.summary_prompt);
+        agent.set_compaction(parts.compaction);
         agent.set_request_options(model.options);
         agent.set_context_window(model.context_window);
         match start.resume {
@@ -283,6 +293,7 @@ impl Session {
             registry: assembled.registry,
             system_prompt: assembled.system_prompt,
             summary_prompt: assembled.summary_prompt,
+            compaction: assembled.compaction,
             watchdog: assembled.watchdog,
         }
     }
@@ -420,6 +431,7 @@ impl Session {
         agent.set_registry(parts.registry);
         agent.set_system_prompt(parts.system_prompt);
         agent.set_summary_prompt(parts.summary_prompt);
+        agent.set_compaction(parts.compaction);
         agent.set_watchdog(parts.watchdog);
     }
 

@@ -41,6 +41,16 @@ impl EventSink for Answering {
 }
 
 fn start(dirs: &Dirs, base_url: &str) -> (Session, agent::agent::Agent) {
+    let (session, agent, notes) = start_noting(dirs, base_url);
+    assert!(notes.is_empty(), "{notes:?}");
+    (session, agent)
+}
+
+/// Starts a session and returns what startup noted for the person.
+fn start_noting(
+    dirs: &Dirs,
+    base_url: &str,
+) -> (Session, agent::agent::Agent, Vec<agent::setup::Note>) {
     let vars = [
         ("AGENT_BASE_URL", base_url.to_string()),
         ("AGENT_MODEL", "mock-model".to_string()),
@@ -64,8 +74,7 @@ fn start(dirs: &Dirs, base_url: &str) -> (Session, agent::agent::Agent) {
         launcher: Some(env!("CARGO_BIN_EXE_agent").into()),
     })
     .unwrap();
-    assert!(notes.is_empty(), "{notes:?}");
-    (session, agent)
+    (session, agent, notes)
 }
 
 async fn turn(agent: &mut agent::agent::Agent, sink: &dyn EventSink, task: &str) {
@@ -117,6 +126,108 @@ async fn a_reload_applies_an_edited_summary_prompt_to_the_next_compaction() {
         instructions.starts_with("MY EDITED SUMMARY RULES."),
         "{instructions}"
     );
+}
+
+/// Ten turns with answers of about 250 tokens each, then a compaction in
+/// a large window; returns what it reported and the requests the server saw.
+async fn ten_turns_then_compact(
+    prompt_rhai: Option<String>,
+) -> (
+    Option<agent::agent::Compaction>,
+    Vec<agent::setup::Note>,
+    Vec<crate::common::mock::Recorded>,
+) {
+    let dirs = Dirs::new();
+    if let Some(source) = prompt_rhai {
+        std::fs::write(dirs.config.join("prompt.rhai"), source).unwrap();
+    }
+    let mut replies: Vec<Reply> = (0..10)
+        .map(|i| Reply::text(&format!("answer {i} {}", "z".repeat(1000))))
+        .collect();
+    replies.push(Reply::text("SUMMARY OF THE EARLY TURNS"));
+    replies.push(Reply::text("eleventh answer"));
+    let server = MockServer::start(replies).await;
+    let (_session, mut agent, notes) = start_noting(&dirs, &server.base_url);
+    let sink = Answering::new(Answer::No);
+    for i in 0..10 {
+        turn(&mut agent, &sink, &format!("request number {i}")).await;
+    }
+    agent.set_context_window(Some(128_000));
+    let done = agent.compact(&CancellationToken::new()).await.unwrap();
+    turn(&mut agent, &sink, "request number 10").await;
+    (done, notes, server.requests())
+}
+
+fn default_prompt_rhai() -> String {
+    agent::script::DEFAULTS
+        .iter()
+        .find(|(n, _)| *n == agent::script::PROMPT)
+        .unwrap()
+        .1
+        .to_string()
+}
+
+#[tokio::test]
+async fn compaction_frees_most_of_a_short_conversation_and_keeps_the_latest_request() {
+    let (done, notes, requests) = ten_turns_then_compact(None).await;
+    assert!(notes.is_empty(), "{notes:?}");
+    let done = done.expect("a ten-turn conversation has something to compact");
+    // 20 messages after the system prompt; the default keeps about a
+    // quarter of the context, so most are summarised (not just one).
+    assert!(done.messages_summarised >= 14, "{done:?}");
+    assert!(done.tokens_after * 2 < done.tokens_before, "{done:?}");
+    let next = requests.last().unwrap().messages().to_vec();
+    let summary = next[1]["content"].as_str().unwrap();
+    assert!(
+        summary.contains("SUMMARY OF THE EARLY TURNS")
+            && summary.contains("The user's current request: request number 9"),
+        "{summary}"
+    );
+    assert_eq!(next.last().unwrap()["content"], "request number 10");
+    assert!(
+        next.iter().any(|m| m["content"] == "request number 9"),
+        "the latest request before the compaction is kept verbatim"
+    );
+    assert!(
+        !requests
+            .last()
+            .unwrap()
+            .body
+            .to_string()
+            .contains("answer 0 zzz")
+    );
+}
+
+#[tokio::test]
+async fn the_compaction_rule_in_prompt_rhai_sets_how_much_stays_verbatim() {
+    let source = default_prompt_rhai().replace(
+        "#{ compact_at: 0.8, keep_recent: 0.25 }",
+        "#{ keep_recent: 0.9 }",
+    );
+    assert!(
+        source.contains("keep_recent: 0.9"),
+        "the default file changed"
+    );
+    let (done, notes, _) = ten_turns_then_compact(Some(source)).await;
+    assert!(notes.is_empty(), "{notes:?}");
+    let done = done.expect("still something to summarise");
+    assert!(done.messages_summarised <= 4, "{done:?}");
+}
+
+#[tokio::test]
+async fn a_bad_compaction_rule_is_named_and_the_built_in_rule_applies() {
+    let source = default_prompt_rhai().replace(
+        "#{ compact_at: 0.8, keep_recent: 0.25 }",
+        "#{ compact_at: 0.8, keep_recent: 2 }",
+    );
+    let (done, notes, _) = ten_turns_then_compact(Some(source)).await;
+    let text = format!("{notes:?}");
+    assert!(
+        text.contains("`keep_recent` must be between 0.05 and 0.95")
+            && text.contains("built-in rule"),
+        "{text}"
+    );
+    assert!(done.unwrap().messages_summarised >= 14);
 }
 
 #[tokio::test]

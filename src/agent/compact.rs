@@ -44,7 +44,8 @@ impl Agent {
         let window = self
             .context_window
             .unwrap_or_else(|| self.context_tokens().max(1));
-        let budget = (window as f64 * context::KEEP_RECENT) as u64;
+        let budget =
+            context::keep_budget(window, self.context_tokens(), self.compaction.keep_recent);
         let Some(cut) = context::cut_point(&self.history, budget) else {
             return Ok(None);
         };

@@ -7,11 +7,41 @@
 
 use crate::protocol::Message;
 
-/// Compact when a request would use more than this share of the window.
+/// Compact when a request would use more than this share of the window
+/// (the loop's floor; `compaction()` in prompt.rhai sets it).
 pub const COMPACT_AT: f64 = 0.8;
 
-/// After compaction the kept recent messages use at most this share.
-pub const KEEP_RECENT: f64 = 0.3;
+/// After compaction the kept recent messages use at most this share of
+/// the context as it was (the loop's floor; prompt.rhai sets it).
+pub const KEEP_RECENT: f64 = 0.25;
+
+/// When to compact and what to keep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompactionRule {
+    /// Share of the window a request may use before the history is
+    /// compacted.
+    pub compact_at: f64,
+    /// Share of the context (as it was, and at most of the window) the
+    /// kept recent messages may use; the rest is summarised. Small enough
+    /// that compaction frees real room.
+    pub keep_recent: f64,
+}
+
+impl Default for CompactionRule {
+    fn default() -> Self {
+        CompactionRule {
+            compact_at: COMPACT_AT,
+            keep_recent: KEEP_RECENT,
+        }
+    }
+}
+
+/// The token budget of the messages kept by a compaction: a share of the
+/// context as it is now (and never more than that share of the window), so
+/// that compacting a short conversation still frees most of it. Pure.
+pub fn keep_budget(window: u64, context: u64, keep_recent: f64) -> u64 {
+    (window.min(context) as f64 * keep_recent.clamp(0.0, 0.9)) as u64
+}
 
 /// Characters per token in the estimate; the usual figure for English text
 /// and code with BPE tokenizers.
@@ -172,6 +202,15 @@ mod tests {
             "keeps the last call with its answer and the new message"
         );
         assert_eq!(cut_point(&history[..2], 1000), None, "nothing to cut");
+    }
+
+    #[test]
+    fn the_kept_budget_is_a_share_of_the_context_not_of_the_window() {
+        // A 10k-token conversation in a 128k window keeps 2.5k, not 32k.
+        assert_eq!(keep_budget(128_000, 10_000, 0.25), 2_500);
+        // Over the window (a context-too-long error), the window bounds it.
+        assert_eq!(keep_budget(8_000, 12_000, 0.25), 2_000);
+        assert_eq!(keep_budget(8_000, 12_000, 5.0), 7_200);
     }
 
     #[test]

@@ -97,8 +97,14 @@ pub struct Agent {
     /// The server's prompt-token count for the last request, and the
     /// history length it covered.
     last_prompt: Option<(u64, usize)>,
+    /// What the server counts beyond the estimate of the history (tool
+    /// schemas, the chat template), measured at the last request; kept
+    /// across compaction so its figures match the next request.
+    prompt_overhead: u64,
     /// The instructions for summarising old turns (from prompt.rhai).
     summary_prompt: String,
+    /// When to compact and how much to keep (from prompt.rhai).
+    compaction: context::CompactionRule,
     /// The policy's approval questions, forwarded to the UI while a tool
     /// waits for the answer.
     asks: Option<AskQueue>,
@@ -130,7 +136,9 @@ impl Agent {
             transcript: None,
             context_window: None,
             last_prompt: None,
+            prompt_overhead: 0,
             summary_prompt: messages::PLAIN_SUMMARY_PROMPT.to_string(),
+            compaction: context::CompactionRule::default(),
             asks: None,
         }
     }
@@ -202,6 +210,11 @@ impl Agent {
         self.summary_prompt = prompt;
     }
 
+    /// When to compact and how much of the recent history to keep.
+    pub fn set_compaction(&mut self, compaction: context::CompactionRule) {
+        self.compaction = compaction;
+    }
+
     /// The instructions compaction uses now.
     pub fn summary_prompt(&self) -> &str {
         &self.summary_prompt
@@ -232,13 +245,21 @@ impl Agent {
     pub fn context_tokens(&self) -> u64 {
         // The larger of the server's count and the estimate: compacting a
         // little early is cheap, overflowing the window is not.
-        let estimate = context::estimate_all(&self.history);
+        let estimate = context::estimate_all(&self.history) + self.prompt_overhead;
         match self.last_prompt {
             Some((tokens, len)) if len <= self.history.len() => {
                 (tokens + context::estimate_all(&self.history[len..])).max(estimate)
             }
             _ => estimate,
         }
+    }
+
+    /// Records the server's prompt count for a request that carried the
+    /// first `sent_len` messages of the history.
+    pub(super) fn measured_prompt(&mut self, tokens: u64, sent_len: usize) {
+        let sent = context::estimate_all(&self.history[..sent_len.min(self.history.len())]);
+        self.prompt_overhead = tokens.saturating_sub(sent);
+        self.last_prompt = Some((tokens, sent_len));
     }
 
     /// The context window, when known.

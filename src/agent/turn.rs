@@ -200,7 +200,7 @@ impl Agent {
     ) -> Result<Option<ModelResponse>, TurnError> {
         // Compact before a request that would pass the threshold.
         if let Some(window) = self.context_window
-            && self.context_tokens() as f64 > window as f64 * context::COMPACT_AT
+            && self.context_tokens() as f64 > window as f64 * self.compaction.compact_at
         {
             self.compact_and_report(sink, cancel).await?;
         }
@@ -320,7 +320,7 @@ impl Agent {
         if let Some(usage) = response.usage {
             self.usage.add(usage);
             if usage.prompt_tokens > 0 {
-                self.last_prompt = Some((usage.prompt_tokens, sent_len));
+                self.measured_prompt(usage.prompt_tokens, sent_len);
             }
             sink.emit(Event::Usage(usage));
         }

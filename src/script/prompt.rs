@@ -56,6 +56,59 @@ pub fn summary_prompt(host: &ScriptHost) -> Result<Option<String>, ScriptError> 
     ))
 }
 
+/// When to compact and what to keep: `compaction()` of `prompt.rhai`,
+/// fields it leaves out (or a file without the hook) from the built-in
+/// file. `Err` names what is wrong.
+pub fn compaction(host: &ScriptHost) -> Result<crate::agent::context::CompactionRule, String> {
+    let read = |script: &super::Script| -> Result<Option<serde_json::Map<String, serde_json::Value>>, String> {
+        if !script.has_fn("compaction", 0) {
+            return Ok(None);
+        }
+        let value = script
+            .call_hook("compaction", vec![])
+            .map_err(|e| e.summary)?;
+        match super::api::to_json(&value).map_err(|e| format!("compaction(): {e}"))? {
+            serde_json::Value::Object(map) => Ok(Some(map)),
+            other => Err(format!("compaction() must return a map, not {other}")),
+        }
+    };
+    let mut map = match host.get(PROMPT) {
+        Some(script) => read(script)?.unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
+    if let Ok(default) = compile_default(PROMPT)
+        && let Ok(Some(base)) = read(&default)
+    {
+        for (k, v) in base {
+            map.entry(k).or_insert(v);
+        }
+    }
+    let share = |name: &str| -> Result<f64, String> {
+        let v = map
+            .get(name)
+            .and_then(serde_json::Value::as_f64)
+            .ok_or_else(|| format!("compaction(): `{name}` must be a number"))?;
+        if (0.05..=0.95).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "compaction(): `{name}` must be between 0.05 and 0.95, not {v}"
+            ))
+        }
+    };
+    for key in map.keys() {
+        if !["compact_at", "keep_recent"].contains(&key.as_str()) {
+            return Err(format!(
+                "compaction(): unknown field `{key}` (expected compact_at, keep_recent)"
+            ));
+        }
+    }
+    Ok(crate::agent::context::CompactionRule {
+        compact_at: share("compact_at")?,
+        keep_recent: share("keep_recent")?,
+    })
+}
+
 /// The summary prompt of the built-in `prompt.rhai`.
 pub fn builtin_summary_prompt() -> Result<String, ScriptError> {
     compile_default(PROMPT)
