@@ -423,11 +423,7 @@ impl ToolClock {
             name: tool.name().into(),
             arguments: tool.arguments(i).to_string(),
         };
-        let ctx = ToolContext {
-            runtime: self.runtime.clone(),
-            cancel: CancellationToken::new(),
-            call_id: call.id.clone(),
-        };
+        let ctx = ToolContext::new(self.runtime.clone(), CancellationToken::new(), &call.id);
         let t = now_ns();
         let out = self.rt.block_on(self.registry.dispatch(&call, ctx));
         let elapsed = now_ns() - t;

@@ -156,11 +156,7 @@ impl ToolBench {
         for tool in ScriptTool::all(&noop).unwrap() {
             registry.register(tool);
         }
-        let ctx = ToolContext {
-            runtime,
-            cancel: CancellationToken::new(),
-            call_id: "call_0_bench".into(),
-        };
+        let ctx = ToolContext::new(runtime, CancellationToken::new(), "call_0_bench");
         ToolBench {
             _dirs: dirs,
             registry: Arc::new(registry),

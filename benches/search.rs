@@ -89,15 +89,15 @@ fn compare(
     pattern: &str,
     has_rg: bool,
 ) {
-    let ctx = ToolContext {
-        runtime: Arc::new(Runtime::new(
+    let ctx = ToolContext::new(
+        Arc::new(Runtime::new(
             root.to_path_buf(),
             root.join(".spill"),
             Vec::new(),
         )),
-        cancel: CancellationToken::new(),
-        call_id: "bench".to_string(),
-    };
+        CancellationToken::new(),
+        "bench",
+    );
     let registry = Registry::with_builtins();
     let call = ToolCall {
         id: "bench".to_string(),

@@ -200,6 +200,36 @@ impl Usage {
     }
 }
 
+/// Longest live line kept, in characters.
+pub const MAX_LIVE_LINE: usize = 200;
+
+/// The last line a running tool printed: written by the runtime as output
+/// arrives (already blanked of secrets and stripped of escapes), read by
+/// the UI while the tool runs. Cloning shares it.
+#[derive(Clone, Debug, Default)]
+pub struct LiveLine(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl LiveLine {
+    /// Replaces the line (cut to [`MAX_LIVE_LINE`] characters).
+    pub fn set(&self, line: &str) {
+        if let Ok(mut shown) = self.0.lock() {
+            shown.clear();
+            shown.extend(line.chars().take(MAX_LIVE_LINE));
+        }
+    }
+
+    /// The line now (empty before the tool printed anything).
+    pub fn get(&self) -> String {
+        self.0.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl PartialEq for LiveLine {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Everything the loop reports, in the order it happens. The UI decides how
 /// (and whether) to show each one.
 #[derive(Clone, Debug, PartialEq)]
@@ -219,6 +249,9 @@ pub enum Event {
         name: String,
         input: Value,
     },
+    /// The tool of the last [`Event::ToolCall`] started; `live` holds the
+    /// last line it printed, for the UI to show while it runs.
+    ToolRunning { id: String, live: LiveLine },
     /// A tool finished (or failed, or was refused).
     ToolResult {
         id: String,

@@ -44,11 +44,7 @@ async fn call(runtime: &Arc<Runtime>, name: &str, args: serde_json::Value) -> To
         name: name.into(),
         arguments: args.to_string(),
     };
-    let ctx = ToolContext {
-        runtime: runtime.clone(),
-        cancel: CancellationToken::new(),
-        call_id: "c".into(),
-    };
+    let ctx = ToolContext::new(runtime.clone(), CancellationToken::new(), "c");
     tokio::time::timeout(
         REFUSAL_DEADLINE,
         Registry::with_builtins().dispatch(&call, ctx),

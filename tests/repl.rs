@@ -614,3 +614,34 @@ async fn edits_and_writes_show_their_diffs() {
         .to_string();
     assert!(!sent.contains("+BETA"), "{sent}");
 }
+
+#[tokio::test]
+async fn a_running_command_shows_its_time_and_last_line_live() {
+    let dirs = Dirs::new();
+    // The command prints, then waits for the test's go-ahead (a file), so
+    // the screen is read while it runs, whatever the machine's load.
+    let command = "echo first-step; while [ ! -e go ]; do sleep 0.05; done; echo second-step";
+    let args = serde_json::json!({ "command": command }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("s", "run_shell", &args)]),
+        Reply::text("It ran."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("run the slow one");
+    // The spinner's line: the tool, the seconds so far, its last line.
+    let screen = tmux.wait_for("1s  first-step").await;
+    let line = screen
+        .lines()
+        .find(|l| l.contains("1s  first-step"))
+        .unwrap();
+    assert!(line.contains("running run_shell…"), "{screen}");
+    let printed = |screen: &str, what: &str| screen.lines().any(|l| l.trim() == what);
+    assert!(!printed(&screen, "second-step"), "{screen}");
+    std::fs::write(dirs.workspace.join("go"), "").unwrap();
+    let screen = tmux.wait_for("It ran.").await;
+    // Ended: the spinner is gone and the output's preview shows the rest.
+    assert!(printed(&screen, "second-step"), "{screen}");
+    assert!(!screen.contains("running run_shell…"), "{screen}");
+}

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use agent::runtime::process::{self, CommandSpec, Ended, Outcome};
 use agent::runtime::sandbox::{self, Sandbox, SandboxReport, SandboxSettings};
-use agent::runtime::{Confinement, RunError, Runtime};
+use agent::runtime::{Confinement, How, RunError, Runtime};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::mock::{MockServer, Reply, Shape};
@@ -104,6 +104,7 @@ fn spec(command: &str, s: &Setup) -> CommandSpec {
         spill_cap: agent::runtime::spill::DEFAULT_SPILL_CAP,
         sandbox: Some(s.sandbox.clone()),
         redactor: None,
+        live: None,
     }
 }
 
@@ -631,7 +632,16 @@ async fn one_command_can_leave_the_sandbox_and_stays_contained() {
     );
     let cancel = CancellationToken::new();
     let out = rt
-        .run_command_in(&command, None, "c1", &cancel, Confinement::Unsandboxed)
+        .run_command_in(
+            &command,
+            None,
+            "c1",
+            &cancel,
+            How {
+                confinement: Confinement::Unsandboxed,
+                live: None,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(out.stdout.text, "ok\n", "{out:?}");

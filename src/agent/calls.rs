@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::messages::duplicate_call;
 use super::{Agent, CANCEL_GRACE};
-use crate::protocol::{ApprovalAsk, ErrorKind, Event, EventSink, Message, ToolCall, ToolOutput};
-use crate::runtime::Runtime;
+use crate::protocol::{
+    ApprovalAsk, ErrorKind, Event, EventSink, LiveLine, Message, ToolCall, ToolOutput,
+};
 use crate::runtime::policy::{Action, ApprovalRequest, AskQueue};
 use crate::tools::{Registry, ToolContext, messages};
 use crate::watchdog::CallRecord;
@@ -127,12 +128,14 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> ToolOutput {
         let runtime = self.runtime.clone();
-        let work = run_one(
-            self.registry.clone(),
-            runtime.clone(),
-            call.clone(),
-            cancel.clone(),
-        );
+        let live = LiveLine::default();
+        sink.emit(Event::ToolRunning {
+            id: call.id.clone(),
+            live: live.clone(),
+        });
+        let mut ctx = ToolContext::new(runtime.clone(), cancel.clone(), &call.id);
+        ctx.live = live;
+        let work = run_one(self.registry.clone(), call.clone(), ctx);
         tokio::pin!(work);
         loop {
             tokio::select! {
@@ -184,17 +187,8 @@ fn approval_event(request: ApprovalRequest) -> ApprovalAsk {
 /// Runs one call, answering for it if the turn is cancelled and the tool
 /// does not stop within [`CANCEL_GRACE`]. Owns its `Arc`s, so it borrows
 /// nothing of the agent across its awaits.
-async fn run_one(
-    registry: Arc<Registry>,
-    runtime: Arc<Runtime>,
-    call: ToolCall,
-    cancel: CancellationToken,
-) -> ToolOutput {
-    let ctx = ToolContext {
-        runtime,
-        cancel: cancel.clone(),
-        call_id: call.id.clone(),
-    };
+async fn run_one(registry: Arc<Registry>, call: ToolCall, ctx: ToolContext) -> ToolOutput {
+    let cancel = ctx.cancel.clone();
     let dispatch = registry.dispatch(&call, ctx);
     tokio::pin!(dispatch);
     tokio::select! {

@@ -286,6 +286,7 @@ impl Runtime {
             spill_cap: self.limits.spill_cap,
             sandbox: self.sandbox.clone(),
             redactor: (!self.redactor.is_empty()).then(|| Arc::clone(&self.redactor)),
+            live: None,
         }
     }
 
@@ -307,22 +308,28 @@ impl Runtime {
         label: &str,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<process::Outcome, RunError> {
-        self.run_command_in(command, timeout, label, cancel, Confinement::Sandboxed)
+        let how = How {
+            confinement: Confinement::Sandboxed,
+            live: None,
+        };
+        self.run_command_in(command, timeout, label, cancel, how)
             .await
     }
 
     /// [`Runtime::run_command`], with the sandbox left for this one command
-    /// when `confinement` is [`Confinement::Unsandboxed`] (a decision the
-    /// approval policy made for this call). The command is still contained:
-    /// its own session and PID namespace, the limits, its tree dies with it.
+    /// when `how.confinement` is [`Confinement::Unsandboxed`] (a decision
+    /// the approval policy made for this call; the command is still
+    /// contained: its own session and PID namespace, the limits, its tree
+    /// dies with it), and its last line shown on `how.live` as it runs.
     pub async fn run_command_in(
         &self,
         command: &str,
         timeout: Option<Duration>,
         label: &str,
         cancel: &tokio_util::sync::CancellationToken,
-        confinement: Confinement,
+        how: How,
     ) -> Result<process::Outcome, RunError> {
+        let confinement = how.confinement;
         // Leaving a sandbox that confines is the policy's decision, per call.
         let leaves = confinement == Confinement::Unsandboxed
             && self.sandbox.as_ref().is_some_and(|s| s.options.confine);
@@ -337,6 +344,7 @@ impl Runtime {
         };
         self.policy.check(&action).await.map_err(RunError::Denied)?;
         let mut spec = self.command_spec(command, timeout, label);
+        spec.live = how.live;
         if let Some(sandbox) = spec.sandbox.as_mut() {
             if confinement == Confinement::Unsandboxed {
                 *sandbox = sandbox.unconfined();
@@ -356,6 +364,14 @@ impl Runtime {
         outcome.stderr.text = self.redact(std::mem::take(&mut outcome.stderr.text));
         Ok(outcome)
     }
+}
+
+/// How one command runs: in or out of the sandbox, and where its last line
+/// goes while it runs.
+#[derive(Clone, Debug)]
+pub struct How {
+    pub confinement: Confinement,
+    pub live: Option<crate::protocol::LiveLine>,
 }
 
 /// Whether one command runs in the sandbox.

@@ -37,6 +37,8 @@ use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::LiveLine;
+
 use super::sandbox::Sandbox;
 use super::secrets::{Redactor, StreamRedactor};
 use super::spill::{SpillFile, SpillTarget};
@@ -93,6 +95,9 @@ pub struct CommandSpec {
     /// Secret values to blank out of both streams as they arrive, so no
     /// spill file ever holds one; `None` when there are none.
     pub redactor: Option<std::sync::Arc<Redactor>>,
+    /// Where the last line printed (on either stream, blanked) goes while
+    /// the command runs; `None` when nobody watches.
+    pub live: Option<LiveLine>,
 }
 
 /// How the command ended.
@@ -203,7 +208,9 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
             stream,
             cap: spec.spill_cap,
         };
-        Capture::new(spec.output_cap, target).with_redactor(spec.redactor.as_ref())
+        Capture::new(spec.output_cap, target)
+            .with_redactor(spec.redactor.as_ref())
+            .with_live(spec.live.clone())
     };
     let mut pipes = Pipes {
         stdout: Pipe::new(child.stdout.take(), capture("stdout")),
@@ -442,6 +449,8 @@ struct Capture {
     redactor: Option<StreamRedactor>,
     /// Reused output buffer of the redactor.
     clean: Vec<u8>,
+    /// Gets the stream's last line after each chunk.
+    live: Option<LiveLine>,
 }
 
 /// The state of a capture's spill file.
@@ -466,7 +475,14 @@ impl Capture {
             spill: Spill::NotNeeded,
             redactor: None,
             clean: Vec::new(),
+            live: None,
         }
+    }
+
+    /// Shows the stream's last line on `live` as the stream goes.
+    fn with_live(mut self, live: Option<LiveLine>) -> Self {
+        self.live = live;
+        self
     }
 
     /// Blanks `redactor`'s secrets out of the stream before anything else
@@ -496,6 +512,7 @@ impl Capture {
                 self.clean = clean;
             }
         }
+        self.show_live();
     }
 
     /// Keeps a chunk of the (blanked) stream: head, tail, spill file.
@@ -527,6 +544,29 @@ impl Capture {
             self.tail.extend(rest);
         }
         self.total = new_total;
+    }
+
+    /// Puts the stream's last whole or partial line on the live line: from
+    /// what was kept plus the held-back lines that have ended.
+    fn show_live(&self) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        let held = self
+            .redactor
+            .as_ref()
+            .map(StreamRedactor::held_lines)
+            .unwrap_or_default();
+        let mut window: Vec<u8> = if self.tail.is_empty() {
+            self.head[self.head.len().saturating_sub(LIVE_WINDOW)..].to_vec()
+        } else {
+            let from = self.tail.len().saturating_sub(LIVE_WINDOW);
+            self.tail.range(from..).copied().collect()
+        };
+        window.extend_from_slice(&held);
+        if let Some(line) = last_line(&window) {
+            live.set(&line);
+        }
     }
 
     fn open_spill(&self) -> io::Result<SpillFile> {
@@ -630,6 +670,21 @@ fn unsaved_marker(omitted: u64, total: u64, err: &io::Error) -> String {
     )
 }
 
+/// Bytes at the end of a stream looked at for its last line.
+const LIVE_WINDOW: usize = 512;
+
+/// The last non-empty line of the end of a stream, cleaned as for the
+/// model: escapes stripped, carriage-return progress collapsed to what a
+/// terminal would show. Pure.
+fn last_line(bytes: &[u8]) -> Option<String> {
+    let text = clean_for_model(&String::from_utf8_lossy(bytes));
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
 /// Turns terminal output into plain text for the model.
 ///
 /// - ANSI escapes are removed: CSI (`ESC [` … final byte), OSC (`ESC ]` …
@@ -724,6 +779,7 @@ mod tests {
             spill_cap: crate::runtime::spill::DEFAULT_SPILL_CAP,
             sandbox: None,
             redactor: None,
+            live: None,
         }
     }
 
@@ -834,6 +890,30 @@ mod tests {
             "{}",
             got.text
         );
+    }
+
+    #[test]
+    fn the_live_line_is_the_last_printed_line_cleaned_and_blanked() {
+        let secret = "sk-live-0123456789abcdef";
+        let redactor = std::sync::Arc::new(Redactor::new([secret.to_string()]));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let live = LiveLine::default();
+        let mut cap = Capture::new(100, target(dir.path()))
+            .with_redactor(Some(&redactor))
+            .with_live(Some(live.clone()));
+        cap.push(b"building\n");
+        assert_eq!(live.get(), "building");
+        // Progress redrawn with \r shows as a terminal would; escapes go.
+        cap.push(b"\x1b[32m 10%\r 55%\x1b[0m\n\n");
+        assert_eq!(live.get(), "55%");
+        // Past the head, from the tail; a secret split across chunks is
+        // blanked before the line is shown.
+        let (first, rest) = secret.as_bytes().split_at(9);
+        cap.push(format!("{}\nkey ", "x".repeat(150)).as_bytes());
+        cap.push(first);
+        cap.push(rest);
+        cap.push(b" end\n");
+        assert_eq!(live.get(), "key [redacted] end");
     }
 
     #[test]

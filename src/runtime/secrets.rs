@@ -664,6 +664,17 @@ impl StreamRedactor {
         self.pending.drain(..emit);
     }
 
+    /// The whole lines among the held-back bytes, blanked: a secret does
+    /// not span a line break, so a line that has ended is safe to show even
+    /// though the stream still holds it back. For a live view of the
+    /// stream's last line.
+    pub fn held_lines(&self) -> Cow<'_, [u8]> {
+        match self.pending.iter().rposition(|&b| b == b'\n') {
+            Some(end) if !self.redactor.broken => self.redactor.redact_bytes(&self.pending[..=end]),
+            _ => Cow::Borrowed(&[]),
+        }
+    }
+
     /// Ends the stream: appends the rest, blanked, to `out`.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         let rest = std::mem::take(&mut self.pending);

@@ -48,6 +48,20 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The id of the call being answered (used to name spill files).
     pub call_id: String,
+    /// Where the tool puts the last line it printed, while it runs.
+    pub live: crate::protocol::LiveLine,
+}
+
+impl ToolContext {
+    /// A context for answering `call_id`, with a live line nobody watches.
+    pub fn new(runtime: Arc<Runtime>, cancel: CancellationToken, call_id: &str) -> Self {
+        ToolContext {
+            runtime,
+            cancel,
+            call_id: call_id.to_string(),
+            live: crate::protocol::LiveLine::default(),
+        }
+    }
 }
 
 /// A tool the model can call.

@@ -37,6 +37,7 @@ impl EventSink for JsonSink {
             Event::TextDelta(_)
             | Event::ReasoningDelta(_)
             | Event::Budget { .. }
+            | Event::ToolRunning { .. }
             | Event::RequestStarted => return,
             Event::AssistantMessage { text, .. } => {
                 if text.is_empty() {

@@ -67,3 +67,12 @@ impl Style {
         self.paint("36", text)
     }
 }
+
+/// Columns of the terminal on stderr (80 when it is not a terminal).
+pub fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr())
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|w| *w > 0)
+        .unwrap_or(80)
+}

@@ -60,9 +60,6 @@ const PREVIEW_LINES: usize = 3;
 /// Longest preview line.
 const MAX_PREVIEW_LINE: usize = 120;
 
-/// A few lines of what a successful tool printed, indented, with how many
-/// more there are (`/last` shows all). Failures show their error line in
-/// [`tool_result`] instead.
 /// A unified diff for the screen: additions green, removals red, hunk
 /// headers cyan, the file headers dim; every line indented and with its
 /// control characters made visible. Pure: text in, lines out.
@@ -85,6 +82,9 @@ pub fn diff(style: Style, diff: &str) -> Vec<String> {
         .collect()
 }
 
+/// A few lines of what a successful tool printed, indented, with how many
+/// more there are (`/last` shows all). Failures show their error line in
+/// [`tool_result`] instead.
 pub fn preview(output: &ToolOutput) -> Vec<String> {
     if output.status != ToolStatus::Ok {
         return Vec::new();

@@ -42,6 +42,8 @@ struct TextState {
     spinner: Option<Spinner>,
     /// The last tool's name and whole output, for `/last`.
     last_output: Option<(String, String)>,
+    /// The tool announced and about to run, until it starts.
+    running: Option<String>,
 }
 
 pub struct TextSink {
@@ -228,8 +230,18 @@ impl EventSink for TextSink {
                     self.style.cyan(&name),
                     render::summarize_input(&input)
                 ));
-                if self.live && std::io::stderr().is_terminal() {
-                    state.spinner = Some(Spinner::start(format!("running {name}")));
+                state.running = Some(name);
+            }
+            Event::ToolRunning { live, .. } => {
+                if let Some(name) = state.running.take()
+                    && self.live
+                    && std::io::stderr().is_terminal()
+                {
+                    state.spinner = Some(Spinner::watching(
+                        format!("running {name}"),
+                        Some(live),
+                        self.style,
+                    ));
                 }
             }
             Event::ToolResult { name, output, .. } => {

@@ -138,15 +138,15 @@ pub(crate) mod test_support {
 
     /// A context whose workspace is `dir` and whose spill dir is inside it.
     pub fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            runtime: Arc::new(Runtime::new(
+        ToolContext::new(
+            Arc::new(Runtime::new(
                 dir.to_path_buf(),
                 dir.join(".spill"),
                 Vec::new(),
             )),
-            cancel: CancellationToken::new(),
-            call_id: "call_1".to_string(),
-        }
+            CancellationToken::new(),
+            "call_1",
+        )
     }
 
     /// Calls a tool through the registry, so schema checks run too.

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::{ToolContext, cancelled, messages};
 use crate::protocol::{ErrorKind, ToolOutput};
 use crate::runtime::process::{Captured, Ended, Outcome};
-use crate::runtime::{Confinement, RunError};
+use crate::runtime::{Confinement, How, RunError};
 use crate::runtime::{DEFAULT_INACTIVITY_TIMEOUT, DEFAULT_SHELL_TIMEOUT, MAX_SHELL_TIMEOUT};
 use crate::tools::{Tool, ToolSpec, arg_str, arg_u64};
 
@@ -112,7 +112,16 @@ impl Tool for RunShell {
                 Confinement::Sandboxed
             };
             match runtime
-                .run_command_in(command, asked, &ctx.call_id, &ctx.cancel, confinement)
+                .run_command_in(
+                    command,
+                    asked,
+                    &ctx.call_id,
+                    &ctx.cancel,
+                    How {
+                        confinement,
+                        live: Some(ctx.live.clone()),
+                    },
+                )
                 .await
             {
                 Ok(outcome) => format_outcome(&outcome, timeout, inactivity, max),

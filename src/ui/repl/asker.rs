@@ -33,7 +33,7 @@ pub fn parse_answer(line: &str) -> Answer {
 /// The question as shown: the whole command with its control characters
 /// made visible, wrapped to the terminal, then the choices.
 pub fn question(style: Style, ask: &ApprovalAsk) -> String {
-    let width = terminal_width();
+    let width = crate::ui::terminal_width();
     // A write shows what it would change first.
     let preview: String = ask
         .preview
@@ -52,14 +52,6 @@ pub fn question(style: Style, ask: &ApprovalAsk) -> String {
     )
 }
 
-/// Columns of the terminal on stderr (80 when it is not a terminal).
-fn terminal_width() -> usize {
-    rustix::termios::tcgetwinsize(std::io::stderr())
-        .ok()
-        .map(|w| usize::from(w.ws_col))
-        .filter(|w| *w > 0)
-        .unwrap_or(80)
-}
 /// Asks on a thread of its own and sends the answer on `ask.reply`.
 pub fn ask_in_background(style: Style, ask: ApprovalAsk) {
     let question = question(style, &ask);
