@@ -1,9 +1,12 @@
 //! The data dir and everything the agent keeps in it: saved conversations
 //! (`sessions/`), run logs for `agent replay` (`runs/`), spilled tool
 //! outputs (`outputs/<session>/`) and the REPL's history. One type owns
-//! the paths, so no other module joins names onto the data dir.
+//! the paths, so no other module joins names onto the data dir;
+//! [`retention`] deletes old sessions by the script's rule.
 
 use std::path::{Path, PathBuf};
+
+pub mod retention;
 
 /// The agent's data dir (`~/.local/share/agent` or `AGENT_DATA_DIR`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +45,17 @@ impl DataDir {
 
     /// Where session `id` saves tool outputs too long for the model.
     pub fn outputs(&self, id: &str) -> PathBuf {
-        self.root.join("outputs").join(id)
+        self.outputs_root().join(id)
+    }
+
+    /// The saved tool outputs of every session, one dir per session id.
+    pub fn outputs_root(&self) -> PathBuf {
+        self.root.join("outputs")
+    }
+
+    /// The undo checkpoints of every session, one dir per session id.
+    pub fn checkpoints_root(&self) -> PathBuf {
+        self.root.join("checkpoints")
     }
 
     /// The REPL's input history.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::agent::{Agent, transcript};
 use crate::client::{ChatClient, ClientConfig, RequestOptions};
 use crate::config::{Overrides, Settings};
+use crate::data_dir::retention::{Pruned, Retention};
 use crate::data_dir::{DataDir, new_session_id};
 use crate::prompt::PromptContext;
 use crate::runtime::Runtime;
@@ -203,6 +204,21 @@ pub struct Session {
     child_env: Vec<(String, String)>,
     /// Where settings and key variables are looked up, also on reload.
     lookup: Env,
+    /// What the data dir keeps (`keep_days`, `keep_mb` in policy.rhai).
+    retention: Retention,
+    /// The ids of saved conversations this session continued.
+    resumed: Vec<String>,
+    /// The prune of old sessions started with this one; waited for when
+    /// the session ends, so the agent never exits in the middle of it.
+    pruning: Option<std::thread::JoinHandle<Pruned>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(pruning) = self.pruning.take() {
+            let _ = pruning.join();
+        }
+    }
 }
 
 /// How the session reads environment variables (the process's own in
@@ -255,6 +271,12 @@ impl Session {
             sandbox: None,
             child_env: std::env::vars().collect(),
             lookup: start.env.clone(),
+            retention: Retention {
+                keep_days: 0,
+                keep_mb: 0,
+            },
+            resumed: Vec::new(),
+            pruning: None,
         };
         let parts = session.parts(&mut notes);
         let judge = Judge::new(parts.watchdog, session.settings.workspace.clone())
@@ -275,7 +297,24 @@ impl Session {
             Some(which) => notes.extend(session.resume(&mut agent, which)?),
             None => notes.extend(session.new_transcript(&mut agent)),
         }
+        session.start_pruning();
         Ok((session, agent, notes))
+    }
+
+    /// Deletes old sessions by the retention rule, in the background (off
+    /// the first prompt's path); never this one or one it continued.
+    fn start_pruning(&mut self) {
+        let (data, rule) = (self.data.clone(), self.retention);
+        let mut keep = self.resumed.clone();
+        keep.push(self.id.clone());
+        let work = move || {
+            let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+            crate::data_dir::retention::prune(&data, rule, &keep)
+        };
+        self.pruning = std::thread::Builder::new()
+            .name("prune".into())
+            .spawn(work)
+            .ok();
     }
 
     /// The tool side from the loaded scripts.
@@ -323,6 +362,7 @@ impl Session {
             }
             None => built_in(),
         };
+        self.retention = policy_settings.retention();
         let spill_dir = self.data.outputs(&self.id);
         let env = self.child_env.clone();
         let mut runtime = match &script {
@@ -538,6 +578,9 @@ impl Session {
             }
         ))];
         agent.restore(loaded.messages);
+        if let Some(id) = path.file_stem().and_then(|s| s.to_str()) {
+            self.resumed.push(id.to_string());
+        }
         match transcript::Transcript::append_to(&path) {
             Ok(t) => agent.set_transcript(Some(t)),
             Err(e) => {

@@ -274,3 +274,67 @@ async fn started_below_the_root_the_work_tree_is_the_workspace() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("-C no-such-dir"), "{}", stderr(&out));
 }
+
+/// Writes a stored session `id` (transcript, run log, a saved output of
+/// `bytes`) last changed `days` ago.
+fn stored_session(dirs: &Dirs, id: &str, days: u64, bytes: usize) -> Vec<std::path::PathBuf> {
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400);
+    let paths = [
+        dirs.data.join(format!("sessions/{id}.jsonl")),
+        dirs.data.join(format!("runs/{id}.jsonl")),
+        dirs.data.join(format!("outputs/{id}/call_1.stdout")),
+    ];
+    for (i, path) in paths.iter().enumerate() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let body = if i == 2 {
+            "o".repeat(bytes)
+        } else {
+            "{}\n".into()
+        };
+        std::fs::write(path, body).unwrap();
+        let file = std::fs::File::options().append(true).open(path).unwrap();
+        file.set_modified(when).unwrap();
+    }
+    let dir = paths[2].parent().unwrap();
+    std::fs::File::open(dir)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    paths.to_vec()
+}
+
+#[tokio::test]
+async fn old_sessions_are_pruned_by_the_policy_rule_at_startup() {
+    let dirs = Dirs::new();
+    let ancient = stored_session(&dirs, "20250101-000000-1", 40, 10);
+    let big = stored_session(&dirs, "20261120-000000-2", 5, 3 << 20);
+    let small = stored_session(&dirs, "20261125-000000-3", 2, 10);
+    // Outside the data dir's session folders: never touched.
+    let history = dirs.data.join("history.txt");
+    std::fs::write(&history, "ls\n").unwrap();
+    // keep_mb: 2 in the person's policy (the rest from the built-in file).
+    std::fs::write(
+        dirs.config.join("policy.rhai"),
+        include_str!("../scripts/policy.rhai").replace("keep_mb: 2000,", "keep_mb: 2,"),
+    )
+    .unwrap();
+    let server = MockServer::start(vec![Reply::text("hi")]).await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "hello"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    for path in ancient.iter().chain(&big) {
+        assert!(!path.exists(), "{} was kept", path.display());
+    }
+    assert!(!dirs.data.join("outputs/20250101-000000-1").exists());
+    for path in &small {
+        assert!(path.exists(), "{} was pruned", path.display());
+    }
+    assert!(history.exists());
+    // This run's own session is there.
+    let sessions: Vec<_> = std::fs::read_dir(dirs.data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+}

@@ -37,6 +37,13 @@ pub struct PolicySettings {
     /// Variables commands get besides [`runtime::secrets::DEFAULT_ENV_ALLOW`]:
     /// names, or prefixes ending in `*`. Secrets are removed anyway.
     pub env_allow: Vec<String>,
+    // --- what the data dir keeps (issue 18) ---
+    /// Sessions (transcript, run log, saved outputs) older than this many
+    /// days are deleted at startup; 0 keeps them.
+    pub keep_days: u64,
+    /// The oldest sessions are deleted while all of them together are over
+    /// this many MB; 0: no limit.
+    pub keep_mb: u64,
 }
 
 impl PolicySettings {
@@ -65,6 +72,17 @@ impl PolicySettings {
             max_memory_mb: s.max_memory_mb,
             spill_cap: l.spill_cap,
             env_allow: Vec::new(),
+            // Keep everything when even the built-in rule cannot be read.
+            keep_days: 0,
+            keep_mb: 0,
+        }
+    }
+
+    /// What the data dir keeps.
+    pub fn retention(&self) -> crate::data_dir::retention::Retention {
+        crate::data_dir::retention::Retention {
+            keep_days: self.keep_days,
+            keep_mb: self.keep_mb,
         }
     }
 
