@@ -302,12 +302,14 @@ impl Session {
     }
 
     /// Deletes old sessions by the retention rule, in the background (off
-    /// the first prompt's path); never this one or one it continued.
+    /// the first prompt's path); never this one or one it continued. Also
+    /// removes the private temp dirs of sessions that were killed.
     fn start_pruning(&mut self) {
         let (data, rule) = (self.data.clone(), self.retention);
         let mut keep = self.resumed.clone();
         keep.push(self.id.clone());
         let work = move || {
+            sandbox::sweep_stale_temp_dirs();
             let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
             crate::data_dir::retention::prune(&data, rule, &keep)
         };

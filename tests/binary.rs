@@ -338,3 +338,33 @@ async fn old_sessions_are_pruned_by_the_policy_rule_at_startup() {
         .collect();
     assert_eq!(sessions.len(), 2, "{sessions:?}");
 }
+
+#[tokio::test]
+async fn private_temp_dirs_left_by_killed_sessions_are_swept() {
+    // A session whose process is gone (its pid is a finished child's).
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let tmp = std::env::temp_dir();
+    let stale = tmp.join(format!("agent-20200101-000000-{dead}"));
+    std::fs::create_dir_all(stale.join("leftover")).unwrap();
+    std::fs::write(stale.join("leftover/file"), "x").unwrap();
+    // One of a live process (this test), and a name that is not a session.
+    let live = tmp.join(format!("agent-20200101-000000-{}", std::process::id()));
+    let other = tmp.join(format!("agent-notes-{}", std::process::id()));
+    for dir in [&live, &other] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![Reply::text("hi")]).await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "hello"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    // The sweep runs in the background of the session, which waits for it.
+    assert!(!stale.exists(), "{} was left", stale.display());
+    assert!(live.exists() && other.exists());
+    for dir in [&live, &other] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -728,9 +728,52 @@ pub fn check_lines(exe: io::Result<PathBuf>, settings: &SandboxSettings) -> Vec<
 /// When it cannot be created.
 pub fn create_temp_dir(session_id: &str) -> io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = std::env::temp_dir().join(format!("agent-{session_id}"));
+    let dir = std::env::temp_dir().join(format!("{TEMP_PREFIX}{session_id}"));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)
+}
+
+/// The private temp dirs' name: `agent-<session id>`, the id ending in
+/// the pid that made it (`20261203-171045-4242`, `...-4242-1`).
+const TEMP_PREFIX: &str = "agent-";
+
+/// The pid in a private temp dir's name, if it is one. Pure.
+pub fn temp_dir_owner(name: &str) -> Option<i32> {
+    let id = name.strip_prefix(TEMP_PREFIX)?;
+    let mut parts = id.split('-');
+    let (date, time, pid) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(date, 8) || !digits(time, 6) || parts.count() > 1 {
+        return None;
+    }
+    pid.parse().ok().filter(|&p| p > 0)
+}
+
+/// Removes the private temp dirs of sessions whose process is gone (killed
+/// by a signal, or a terminal closed under it, so its own cleanup never
+/// ran). Only real directories of this user, never through a link.
+pub fn sweep_stale_temp_dirs() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let me = nix::unistd::getuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_dir_owner) else {
+            continue;
+        };
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        // Signal 0 tests for the process; EPERM means it exists (as
+        // another user), so only "no such process" counts as gone.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if meta.is_dir() && meta.uid() == me && gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -739,6 +782,23 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn only_private_temp_dirs_name_an_owner() {
+        assert_eq!(temp_dir_owner("agent-20261203-171045-4242"), Some(4242));
+        assert_eq!(temp_dir_owner("agent-20261203-171045-4242-3"), Some(4242));
+        for other in [
+            "agent-",
+            "agent-notes",
+            "agent-2026-171045-4242",
+            "agent-20261203-171045-0",
+            "agent-20261203-171045-x",
+            "agent-20261203-171045-1-2-3",
+            "cargo-20261203-171045-4242",
+        ] {
+            assert_eq!(temp_dir_owner(other), None, "{other}");
+        }
     }
 
     #[test]
