@@ -10,6 +10,7 @@
 pub mod builtin;
 pub mod diff;
 pub mod messages;
+pub mod text_calls;
 
 use std::collections::HashMap;
 use std::sync::Arc;
