@@ -19,6 +19,13 @@ pub struct PromptContext {
     /// The workspace's `AGENTS.md`, and those of the directories down to
     /// where the agent started, when there are any. Read as text only.
     pub project_instructions: Option<String>,
+    /// The profile asks for a short prompt (`lean_prompt` in models.rhai).
+    pub lean: bool,
+    /// The profile's `tool_calls`: `native`, `auto` or `text`.
+    pub tool_calls: String,
+    /// One line per tool, for prompts that describe the tools themselves
+    /// (`tool_calls: "text"`).
+    pub tool_descriptions: String,
 }
 
 impl PromptContext {
@@ -32,6 +39,9 @@ impl PromptContext {
             model: model.to_string(),
             tools,
             project_instructions: read_all_project_instructions(workspace, cwd),
+            lean: false,
+            tool_calls: "native".to_string(),
+            tool_descriptions: String::new(),
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::script::policy::{PolicySettings, ScriptApprove};
 use crate::script::tools::ScriptTool;
 use crate::script::{self, LoadNote, MODELS, POLICY, ScriptHost, TOOLS, WATCHDOG, models};
 use crate::tools::Registry;
+use crate::tools::text_calls::{BuiltinReader, CallReader, ToolCallMode};
 use crate::watchdog::replay::RunLog;
 use crate::watchdog::{Judge, Watchdog};
 
@@ -46,6 +47,17 @@ pub struct ModelSetup {
     /// The profile's name, when one applied.
     pub profile: Option<String>,
     pub context_window: Option<u64>,
+    /// How the profile's model calls tools and how long its prompt is.
+    pub style: PromptStyle,
+    /// Reads calls written as text (`parse_tool_calls` of models.rhai).
+    pub reader: Arc<dyn CallReader>,
+}
+
+/// What a profile changes about the prompt and the tools array.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PromptStyle {
+    pub tool_calls: ToolCallMode,
+    pub lean: bool,
 }
 
 /// Picks the profile (`profile` or the default of `models.rhai`) and
@@ -93,12 +105,27 @@ pub fn model_setup(
         })),
         _ => None,
     };
+    let style = chosen
+        .as_ref()
+        .map(|p| PromptStyle {
+            tool_calls: p.tool_calls,
+            lean: p.lean_prompt,
+        })
+        .unwrap_or_default();
+    let reader: Arc<dyn CallReader> = match &script {
+        Some(script) => Arc::new(models::ScriptCallReader {
+            script: script.clone(),
+        }),
+        None => Arc::new(BuiltinReader),
+    };
     Ok(ModelSetup {
         settings,
         client,
         options,
         profile: chosen.as_ref().map(|p| p.name.clone()),
         context_window: chosen.and_then(|p| p.context_window),
+        style,
+        reader,
     })
 }
 
@@ -116,7 +143,7 @@ pub struct Assembled {
 /// Builds the registry (built-ins plus the tools of tools.rhai), the
 /// prompts and the watchdog from loaded scripts.
 pub fn assemble(host: &ScriptHost, workspace: &std::path::Path, model: &str) -> Assembled {
-    assemble_in(host, workspace, workspace, model)
+    assemble_in(host, workspace, workspace, model, PromptStyle::default())
 }
 
 /// [`assemble`] for an agent started in `cwd`, a directory of the
@@ -126,6 +153,7 @@ pub fn assemble_in(
     workspace: &std::path::Path,
     cwd: &std::path::Path,
     model: &str,
+    style: PromptStyle,
 ) -> Assembled {
     let mut notes = Vec::new();
     let mut registry = Registry::with_builtins();
@@ -148,7 +176,10 @@ pub fn assemble_in(
             ))),
         }
     }
-    let ctx = PromptContext::new(workspace, cwd, model, registry.names());
+    let mut ctx = PromptContext::new(workspace, cwd, model, registry.names());
+    ctx.lean = style.lean;
+    ctx.tool_calls = style.tool_calls.as_str().to_string();
+    ctx.tool_descriptions = registry.describe_compact();
     let (system_prompt, summary_prompt, prompt_notes) = script::prompt::prompts(host, &ctx);
     notes.extend(prompt_notes.into_iter().map(Note::Warning));
     let compaction = script::prompt::compaction(host).unwrap_or_else(|e| {
@@ -189,6 +220,8 @@ pub struct Session {
     pub settings: Settings,
     pub overrides: Overrides,
     pub profile: Option<String>,
+    /// The current profile's prompt style.
+    style: PromptStyle,
     pub id: String,
     pub data: DataDir,
     approvals: Approvals,
@@ -263,6 +296,7 @@ impl Session {
             settings: model.settings.clone(),
             overrides: start.overrides.clone(),
             profile: model.profile.clone(),
+            style: model.style,
             id: new_session_id(),
             data,
             approvals: Approvals::default(),
@@ -293,6 +327,8 @@ impl Session {
         agent.set_compaction(parts.compaction);
         agent.set_request_options(model.options);
         agent.set_context_window(model.context_window);
+        agent.set_tool_calls(model.style.tool_calls, model.reader);
+        agent.set_lean_tools(model.style.lean);
         match start.resume {
             Some(which) => notes.extend(session.resume(&mut agent, which)?),
             None => notes.extend(session.new_transcript(&mut agent)),
@@ -327,6 +363,7 @@ impl Session {
             &self.settings.workspace,
             &self.settings.cwd,
             &self.settings.model,
+            self.style,
         );
         notes.extend(assembled.notes);
         Parts {
@@ -452,8 +489,7 @@ impl Session {
                 other => Note::Warning(other.message()),
             })
             .collect();
-        let parts = self.parts(&mut notes);
-        self.apply(agent, parts);
+        // The profile first: its style shapes the prompt.
         match model_setup(
             &self.host,
             &self.overrides,
@@ -465,6 +501,8 @@ impl Session {
                 "models.rhai: {e}; keeping the current model settings"
             ))),
         }
+        let parts = self.parts(&mut notes);
+        self.apply(agent, parts);
         notes
     }
 
@@ -481,15 +519,30 @@ impl Session {
         agent.set_model(Arc::new(model.client));
         agent.set_request_options(model.options);
         agent.set_context_window(model.context_window);
+        agent.set_tool_calls(model.style.tool_calls, model.reader);
+        agent.set_lean_tools(model.style.lean);
         self.profile = model.profile;
         self.settings = model.settings;
+        self.style = model.style;
     }
 
     /// Switches to profile `name`: model, endpoint, key, request options
     /// and context window together.
     pub fn switch_profile(&mut self, agent: &mut Agent, name: &str) -> Result<(), String> {
         let model = model_setup(&self.host, &self.overrides, &*self.lookup, Some(name))?;
+        let restyled = model.style != self.style;
         self.apply_model(agent, model);
+        if restyled {
+            // A lean or text-call profile has its own system prompt.
+            let assembled = assemble_in(
+                &self.host,
+                &self.settings.workspace,
+                &self.settings.cwd,
+                &self.settings.model,
+                self.style,
+            );
+            agent.set_system_prompt(assembled.system_prompt);
+        }
         Ok(())
     }
 

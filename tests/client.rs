@@ -402,6 +402,7 @@ fn caps(max_response_bytes: usize, max_tool_argument_bytes: usize) -> Limits {
     Limits {
         max_response_bytes,
         max_tool_argument_bytes,
+        ..Limits::default()
     }
 }
 

@@ -76,7 +76,7 @@ proptest! {
         max_response_bytes in 0usize..64,
         max_tool_argument_bytes in 0usize..16,
     ) {
-        let mut a = Assembler::with_limits(Limits { max_response_bytes, max_tool_argument_bytes });
+        let mut a = Assembler::with_limits(Limits { max_response_bytes, max_tool_argument_bytes, ..Limits::default() });
         let mut shown = 0;
         for c in chunks {
             if let Ok(pieces) = a.push(&c) {

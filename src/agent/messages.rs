@@ -24,3 +24,28 @@ pub fn duplicate_call(first_id: &str) -> String {
 /// The notice when the watchdog was lost (its thread panicked).
 pub const JUDGE_LOST: &str =
     "the watchdog failed and is off for the rest of this session; restart the agent to get it back";
+
+/// The notice when calls were recovered from the model's text.
+pub fn recovered_calls(names: &[&str]) -> String {
+    let n = names.len();
+    let calls = if n == 1 { "a tool call" } else { "tool calls" };
+    format!(
+        "the model wrote {calls} as text instead of a native call; recovered and run as native: {} (tool_calls in the profile, models.rhai)",
+        names.join(", ")
+    )
+}
+
+/// The notice when a final answer looks like a tool call that was not run.
+pub fn unexecuted_call(
+    mode: crate::tools::text_calls::ToolCallMode,
+    reason: Option<&str>,
+) -> String {
+    let why = match (mode.recovers(), reason) {
+        (false, _) => "this profile takes only native calls (tool_calls: \"native\"; \"auto\" in models.rhai recovers calls written as text)".to_string(),
+        (true, Some(reason)) => format!("it could not be recovered: {reason}"),
+        (true, None) => "no call in a known format was found at its end".to_string(),
+    };
+    format!(
+        "the model's answer looks like a tool call written as text, and nothing was run: {why}. The task may not be done."
+    )
+}

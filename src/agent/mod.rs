@@ -16,6 +16,7 @@
 //! |---|---|
 //! | `turn` | a user turn: ask, judge, repeat; the tool-less summary turn |
 //! | `calls` | running one response's calls, each answered exactly once |
+//! | `recover` | tool calls written as text, and the notice for unexecuted ones |
 //! | `compact` | summarising old turns to free the context window |
 //! | `context` | token estimates and where history may be cut (pure) |
 //! | `transcript` | saved conversations (JSON lines) |
@@ -27,6 +28,7 @@ mod calls;
 mod compact;
 pub mod context;
 pub mod messages;
+mod recover;
 pub mod transcript;
 mod turn;
 
@@ -37,6 +39,7 @@ use crate::protocol::{Message, Usage};
 use crate::runtime::Runtime;
 use crate::runtime::policy::AskQueue;
 use crate::tools::Registry;
+use crate::tools::text_calls::{BuiltinReader, CallReader, ToolCallMode};
 use crate::watchdog::{Budget, Judge};
 
 pub use compact::Compaction;
@@ -108,6 +111,12 @@ pub struct Agent {
     /// The policy's approval questions, forwarded to the UI while a tool
     /// waits for the answer.
     asks: Option<AskQueue>,
+    /// How the model makes tool calls (the profile's `tool_calls`).
+    tool_calls: ToolCallMode,
+    /// Reads calls written as text (`parse_tool_calls` of models.rhai).
+    call_reader: Arc<dyn CallReader>,
+    /// Requests carry compact tool descriptions (`lean_prompt`).
+    lean_tools: bool,
 }
 
 impl Agent {
@@ -140,6 +149,9 @@ impl Agent {
             summary_prompt: messages::PLAIN_SUMMARY_PROMPT.to_string(),
             compaction: context::CompactionRule::default(),
             asks: None,
+            tool_calls: ToolCallMode::Native,
+            call_reader: Arc::new(BuiltinReader),
+            lean_tools: false,
         }
     }
 
@@ -151,6 +163,11 @@ impl Agent {
     /// Merges a profile's options into every request body.
     pub fn set_request_options(&mut self, options: Option<Arc<dyn RequestOptions>>) {
         self.options = options;
+    }
+
+    /// Whether requests carry compact tool descriptions.
+    pub fn set_lean_tools(&mut self, lean: bool) {
+        self.lean_tools = lean;
     }
 
     /// Swaps the model (a new profile).

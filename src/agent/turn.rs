@@ -10,6 +10,7 @@ use super::messages::{LENGTH_NOTICE, TOOLS_OFF};
 use super::{Agent, TurnError, TurnOutcome, context};
 use crate::client::{ApiError, ModelResponse, Piece, RequestCtx, wire};
 use crate::protocol::{Event, EventSink, Message, ToolStatus, UserSource};
+use crate::tools::text_calls::ToolCallMode;
 use crate::watchdog::{SUMMARISE_PROMPT, Verdict};
 
 impl Agent {
@@ -262,10 +263,13 @@ impl Agent {
         // The registry keeps the tools array built; this request borrows it.
         let registry = self.registry.clone();
         let no_tools = Value::Array(Vec::new());
-        let tools = if with_tools {
-            registry.to_openai_json()
-        } else {
+        // With `tool_calls: "text"` the system prompt describes the tools.
+        let tools = if !with_tools || self.tool_calls == ToolCallMode::Text {
             &no_tools
+        } else if self.lean_tools {
+            registry.to_openai_json_compact()
+        } else {
+            registry.to_openai_json()
         };
         self.flush_notices(sink);
         self.requests_this_turn += 1;
@@ -292,7 +296,7 @@ impl Agent {
                 .respond(&body, &mut on_piece, &mut on_notice, cancel)
                 .await
         };
-        let response = match result {
+        let mut response = match result {
             Ok(response) => response,
             Err(ApiError::Cancelled) => {
                 if !partial.is_empty() {
@@ -324,15 +328,30 @@ impl Agent {
             }
             sink.emit(Event::Usage(usage));
         }
+        if response.finish_reason.as_deref() == Some("length") {
+            sink.emit(Event::Notice(LENGTH_NOTICE.to_string()));
+        }
+        // A final answer's trailing whitespace (a model's padding) goes.
+        if response.tool_calls.is_empty() {
+            let kept = response.content.trim_end().len();
+            response.content.truncate(kept);
+        }
+        if with_tools {
+            response = self.recover_calls(response, sink).await;
+        }
+        let mut content = response.content.clone();
+        if let Some(what) = &response.repetition {
+            sink.emit(Event::Notice(crate::client::repetition_notice(what)));
+            if response.tool_calls.is_empty() {
+                content.push_str(&crate::client::repetition_note(what));
+            }
+        }
         sink.emit(Event::AssistantMessage {
             text: response.content.clone(),
             has_tool_calls: !response.tool_calls.is_empty(),
         });
-        if response.finish_reason.as_deref() == Some("length") {
-            sink.emit(Event::Notice(LENGTH_NOTICE.to_string()));
-        }
         self.push(Message::Assistant {
-            content: (!response.content.is_empty()).then(|| response.content.clone()),
+            content: (!content.is_empty()).then_some(content),
             tool_calls: response.tool_calls.clone(),
             reasoning: (!response.reasoning.is_empty()).then(|| response.reasoning.clone()),
         });

@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::bounds::{CALL_COST, Limits, OversizedCall, omitted_arguments};
+use super::repetition::{Cut, RepeatWatch};
 use crate::protocol::{ToolCall, Usage};
 
 /// A piece of streamed text, for display while the response arrives.
@@ -50,6 +51,10 @@ pub struct ModelResponse {
     /// `tool_calls` are a placeholder, and each must be answered with
     /// [`super::bounds::argument_too_large`] instead of running.
     pub oversized: Vec<OversizedCall>,
+    /// Set when the answer was cut because it had become only whitespace
+    /// or one repeated line ([`super::repetition`]): what it had become.
+    /// `content` holds the text before that stretch.
+    pub repetition: Option<String>,
 }
 
 /// Why a chunk could not be used.
@@ -151,6 +156,10 @@ pub struct Assembler {
     bytes: usize,
     /// The response passed `max_response_bytes`; later chunks are ignored.
     cut: bool,
+    /// Watches the text for padding and chanting.
+    watch: Option<RepeatWatch>,
+    /// The answer was cut by the watch; later chunks are ignored.
+    repetition: Option<Cut>,
 }
 
 impl Assembler {
@@ -162,13 +171,22 @@ impl Assembler {
     pub fn with_limits(limits: Limits) -> Self {
         Assembler {
             limits,
+            watch: Some(RepeatWatch::new(
+                limits.max_blank_run,
+                limits.max_repeated_run,
+            )),
             ..Self::default()
         }
     }
 
     /// Whether the server has said the response is finished.
     pub fn finished(&self) -> bool {
-        self.finish_reason.is_some()
+        self.finish_reason.is_some() || self.repetition.is_some()
+    }
+
+    /// Whether the answer was cut because it stopped saying anything.
+    pub fn repetition_cut(&self) -> bool {
+        self.repetition.is_some()
     }
 
     /// The caps this assembler holds the response to.
@@ -191,7 +209,7 @@ impl Assembler {
 
     /// Takes one chunk's JSON text and returns the text pieces it adds.
     pub fn push(&mut self, data: &str) -> Result<Vec<Piece>, ChunkError> {
-        if self.cut {
+        if self.cut || self.repetition.is_some() {
             return Ok(Vec::new());
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| ChunkError::Malformed {
@@ -238,8 +256,14 @@ impl Assembler {
         if let Some(t) = delta.content.filter(|t| !t.is_empty() && !self.cut) {
             let t = self.admit(t);
             if !t.is_empty() {
+                let cut = self.watch.as_mut().and_then(|w| w.push(&t));
                 self.content.push_str(&t);
                 pieces.push(Piece::Text(t));
+                if let Some(cut) = cut {
+                    self.content.truncate(cut.keep);
+                    self.repetition = Some(cut);
+                    return;
+                }
             }
         }
         for call in delta.tool_calls.unwrap_or_default() {
@@ -405,6 +429,7 @@ impl Assembler {
             finish_reason: self.finish_reason,
             usage: self.usage,
             oversized,
+            repetition: self.repetition.map(|c| c.what),
         }
     }
 }
@@ -582,6 +607,7 @@ mod tests {
         Assembler::with_limits(Limits {
             max_response_bytes,
             max_tool_argument_bytes,
+            ..Limits::default()
         })
     }
 

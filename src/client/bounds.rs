@@ -45,6 +45,10 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// See [`MAX_TOOL_ARGUMENT_BYTES`].
     pub max_tool_argument_bytes: usize,
+    /// See [`super::repetition::MAX_BLANK_RUN`]; 0 is off.
+    pub max_blank_run: usize,
+    /// See [`super::repetition::MAX_REPEATED_RUN`]; 0 is off.
+    pub max_repeated_run: usize,
 }
 
 impl Default for Limits {
@@ -52,6 +56,8 @@ impl Default for Limits {
         Limits {
             max_response_bytes: MAX_RESPONSE_BYTES,
             max_tool_argument_bytes: MAX_TOOL_ARGUMENT_BYTES,
+            max_blank_run: super::repetition::MAX_BLANK_RUN,
+            max_repeated_run: super::repetition::MAX_REPEATED_RUN,
         }
     }
 }
@@ -111,6 +117,21 @@ pub fn cut_note(error: &ApiError) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// What the history keeps after an answer cut because it stopped saying
+/// anything (see [`super::repetition`]), so the model learns of it.
+pub fn repetition_note(what: &str) -> String {
+    format!(
+        "\n\n[agent: this answer was cut off here: it had become {what}. Do not pad or repeat; answer briefly, or make the tool call.]"
+    )
+}
+
+/// The notice for the person when an answer was cut that way.
+pub fn repetition_notice(what: &str) -> String {
+    format!(
+        "the model's answer was cut: it had become {what} (max_blank_run / max_repeated_run in the client map of models.rhai); the text before it is kept"
+    )
 }
 
 /// A byte count for people: `512 bytes`, `64 KB`, `4 MB`, `1.5 MB`.

@@ -16,6 +16,7 @@
 pub mod assemble;
 pub mod bounds;
 pub mod options;
+pub mod repetition;
 pub mod sse;
 pub mod wire;
 
@@ -27,7 +28,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use assemble::{ModelResponse, Piece};
-pub use bounds::{Limits, OversizedCall, argument_too_large, cut_note};
+pub use bounds::{
+    Limits, OversizedCall, argument_too_large, cut_note, repetition_note, repetition_notice,
+};
 pub use options::{RequestCtx, RequestOptions};
 pub use wire::Request;
 
@@ -418,6 +421,11 @@ impl ChatClient {
                     shown,
                 });
             }
+            // An answer that stopped saying anything ends here; dropping
+            // the stream closes the connection.
+            if decoder.repetition_cut() {
+                break;
+            }
             if decoder.progress() != progress {
                 progress = decoder.progress();
                 deadline = Instant::now() + self.config.idle_timeout;
@@ -591,6 +599,12 @@ impl StreamDecoder {
     /// pieces returned so far are all there is, and [`Self::finish`] fails.
     pub fn cut(&self) -> bool {
         self.assembler.cut()
+    }
+
+    /// Whether the answer was cut because it stopped saying anything
+    /// ([`repetition`]): nothing more needs to be read.
+    pub fn repetition_cut(&self) -> bool {
+        self.assembler.repetition_cut()
     }
 
     /// Whether `data: [DONE]` has arrived.

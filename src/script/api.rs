@@ -15,6 +15,7 @@
 //! | `unix_time()` | seconds since 1970 |
 //! | `json_parse(text)`, `json_stringify(value)` | JSON in and out |
 //! | `regex_match(text, pattern)`, `regex_escape(text)` | regular expressions (Rust `regex` syntax) |
+//! | `default_tool_calls(text, tools)` | the tool calls the built-in reader finds in a model's text: `[#{name, arguments}]` ([`crate::tools::text_calls`]) |
 //! | `is_read_only(cmd)`, `writes_outside(action)`, ... | the policy's helpers over a parsed command: [`super::policy_api`] |
 //!
 //! Shell commands and file access go through [`crate::runtime`], the same
@@ -91,6 +92,11 @@ pub fn register(engine: &mut Engine) {
     engine.register_fn("regex_escape", |text: &str| regex::escape(text));
     engine.register_fn("json_parse", json_parse);
     engine.register_fn("json_stringify", json_stringify);
+    // The built-in reader of tool calls written as text, for
+    // `parse_tool_calls(text, tools)` in models.rhai.
+    engine.register_fn("default_tool_calls", |text: &str, _tools: Array| {
+        super::models::calls_to_dynamic(crate::tools::text_calls::parse(text))
+    });
     super::policy_api::register(engine);
 }
 

@@ -83,7 +83,23 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                 model: "sample-model".into(),
                 tools: vec!["run_shell".into(), "read_file".into()],
                 project_instructions: Some("Sample AGENTS.md text.".into()),
+                lean: false,
+                tool_calls: "native".into(),
+                tool_descriptions: "- run_shell(command: string): Runs a command.".into(),
             };
+            // The lean, text-call style of local profiles too.
+            let lean = PromptContext {
+                lean: true,
+                tool_calls: "text".into(),
+                ..ctx.clone()
+            };
+            let value =
+                script.call_hook("system_prompt", vec![super::prompt::context_map(&lean)])?;
+            expect(
+                "system_prompt(ctx) with ctx.lean",
+                &value,
+                value.is_string(),
+            )?;
             let value =
                 script.call_hook("system_prompt", vec![super::prompt::context_map(&ctx)])?;
             expect("system_prompt(ctx)", &value, value.is_string())?;

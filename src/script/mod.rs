@@ -519,6 +519,9 @@ mod tests {
             model: "m".into(),
             tools: vec!["run_shell".into(), "read_file".into()],
             project_instructions: Some("Always run cargo fmt.".into()),
+            lean: false,
+            tool_calls: "native".into(),
+            tool_descriptions: "- run_shell(command: string): Runs a command.".into(),
         };
         let prompt = system_prompt(&host, &ctx).unwrap();
         assert!(
@@ -527,6 +530,27 @@ mod tests {
         );
         assert!(prompt.contains("run_shell"), "{prompt}");
         assert!(prompt.ends_with("Always run cargo fmt."), "{prompt}");
+        // Local profiles: a short prompt, and the tools described in it
+        // when the request carries none.
+        let lean = PromptContext {
+            lean: true,
+            project_instructions: None,
+            ..ctx.clone()
+        };
+        let short = system_prompt(&host, &lean).unwrap();
+        assert!(short.len() * 2 < prompt.len(), "{short}");
+        let lean = PromptContext {
+            lean: true,
+            tool_calls: "text".into(),
+            ..ctx.clone()
+        };
+        let short = system_prompt(&host, &lean).unwrap();
+        assert!(
+            short.contains("/home/u/x") && short.contains("```json"),
+            "{short}"
+        );
+        assert!(short.contains("- run_shell(command: string)"), "{short}");
+        assert!(short.ends_with("Always run cargo fmt."), "{short}");
     }
 
     #[test]

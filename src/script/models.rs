@@ -17,6 +17,8 @@ use super::engine::{CallGuard, SCRIPT_CALL_BUDGET, engine};
 use super::{Script, api, error};
 use crate::client::{ClientConfig, RequestCtx, RequestOptions};
 use crate::config::Endpoint;
+use crate::tools::Registry;
+use crate::tools::text_calls::{self, CallReader, TextCall, ToolCallMode};
 
 /// The client settings of `models.rhai`: timeouts in seconds, caps in
 /// bytes.
@@ -31,6 +33,9 @@ pub struct ClientSettings {
     pub request_timeout: u64,
     pub max_response_bytes: u64,
     pub max_tool_argument_bytes: u64,
+    // The cut of an answer that pads or chants (see client::repetition).
+    pub max_blank_run: u64,
+    pub max_repeated_run: u64,
 }
 
 impl ClientSettings {
@@ -45,6 +50,10 @@ impl ClientSettings {
         let bytes = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).max(1);
         config.limits.max_response_bytes = bytes(self.max_response_bytes);
         config.limits.max_tool_argument_bytes = bytes(self.max_tool_argument_bytes);
+        // Zero turns a check off.
+        let chars = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        config.limits.max_blank_run = chars(self.max_blank_run);
+        config.limits.max_repeated_run = chars(self.max_repeated_run);
     }
 }
 
@@ -58,6 +67,12 @@ struct ProfileFields {
     model: String,
     #[serde(default)]
     context_window: Option<u64>,
+    /// `native` (the default), `auto` or `text`.
+    #[serde(default)]
+    tool_calls: Option<String>,
+    /// Compact tool descriptions and a shorter system prompt.
+    #[serde(default)]
+    lean_prompt: bool,
 }
 
 /// A profile's request options.
@@ -77,6 +92,11 @@ pub struct Profile {
     pub model: String,
     pub context_window: Option<u64>,
     pub options: Options,
+    /// How the model makes tool calls (`tool_calls`).
+    pub tool_calls: ToolCallMode,
+    /// Whether requests use compact tool descriptions and the system
+    /// prompt is built with `ctx.lean` (`lean_prompt`).
+    pub lean_prompt: bool,
 }
 
 impl Profile {
@@ -193,6 +213,10 @@ pub fn parse(script: &Script) -> Result<Models, String> {
                 fields.base_url
             ));
         }
+        let tool_calls = match fields.tool_calls.as_deref() {
+            None => ToolCallMode::Native,
+            Some(v) => ToolCallMode::parse(v).map_err(|e| format!("{at}: {e}"))?,
+        };
         profiles.insert(
             name.to_string(),
             Profile {
@@ -202,6 +226,8 @@ pub fn parse(script: &Script) -> Result<Models, String> {
                 model: fields.model,
                 context_window: fields.context_window,
                 options,
+                tool_calls,
+                lean_prompt: fields.lean_prompt,
             },
         );
     }
@@ -266,6 +292,89 @@ impl RequestOptions for ProfileOptions {
     }
 }
 
+/// `parse_tool_calls(text, tools)` of `models.rhai`, when it defines one;
+/// the built-in reader otherwise. `tools` is a list of `#{name,
+/// description, parameters}`; the function returns a list of `#{name,
+/// arguments}` (the built-in reader is `default_tool_calls(text, tools)`).
+pub struct ScriptCallReader {
+    pub script: Arc<Script>,
+}
+
+/// The hook's name.
+pub const PARSE_TOOL_CALLS: &str = "parse_tool_calls";
+
+impl CallReader for ScriptCallReader {
+    fn read(&self, text: &str, registry: &Registry) -> Result<Vec<TextCall>, String> {
+        if !self.script.has_fn(PARSE_TOOL_CALLS, 2) {
+            return Ok(text_calls::parse(text));
+        }
+        let tools: rhai::Array = registry
+            .tools()
+            .map(|t| {
+                let spec = t.spec();
+                let mut m = Map::new();
+                m.insert("name".into(), spec.name.clone().into());
+                m.insert("description".into(), spec.description.clone().into());
+                m.insert(
+                    "parameters".into(),
+                    rhai::serde::to_dynamic(&spec.parameters).unwrap_or(Dynamic::UNIT),
+                );
+                Dynamic::from_map(m)
+            })
+            .collect();
+        let value = self
+            .script
+            .call_hook(
+                PARSE_TOOL_CALLS,
+                vec![text.into(), Dynamic::from_array(tools)],
+            )
+            .map_err(|e| e.summary)?;
+        calls_from_dynamic(&value)
+            .map_err(|e| format!("{PARSE_TOOL_CALLS} in models.rhai returned {e}"))
+    }
+}
+
+/// A script's list of `#{name, arguments}` as calls.
+pub fn calls_from_dynamic(value: &Dynamic) -> Result<Vec<TextCall>, String> {
+    if value.is_unit() {
+        return Ok(Vec::new());
+    }
+    let Value::Array(items) = api::to_json(value).map_err(|e| e.to_string())? else {
+        return Err(format!("{}, not a list", value.type_name()));
+    };
+    items
+        .into_iter()
+        .map(|item| match item {
+            Value::Object(mut m) => {
+                let name = m
+                    .remove("name")
+                    .and_then(|n| n.as_str().map(str::to_string));
+                match (name, m.remove("arguments")) {
+                    (Some(name), Some(arguments)) => Ok(TextCall { name, arguments }),
+                    _ => Err("an entry without name or arguments".to_string()),
+                }
+            }
+            other => Err(format!("an entry that is not a map: {other}")),
+        })
+        .collect()
+}
+
+/// The built-in reader's calls as a script value (`default_tool_calls`).
+pub fn calls_to_dynamic(calls: Vec<TextCall>) -> rhai::Array {
+    calls
+        .into_iter()
+        .map(|c| {
+            let mut m = Map::new();
+            m.insert("name".into(), c.name.into());
+            m.insert(
+                "arguments".into(),
+                rhai::serde::to_dynamic(&c.arguments).unwrap_or(Dynamic::UNIT),
+            );
+            Dynamic::from_map(m)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,10 +435,20 @@ mod tests {
 
     #[test]
     fn function_options_change_with_the_request() {
-        let (script, models) = default_models();
+        let script = Arc::new(
+            compile(
+                MODELS,
+                r#"#{ profiles: #{ p: #{ base_url: "http://x/v1", model: "m",
+                    options: |ctx| if ctx.turn == 1 { #{ tool_choice: "required" } } else { #{ temperature: 0 } } } } }"#
+                    .into(),
+                Origin::User("models.rhai".into()),
+            )
+            .unwrap(),
+        );
+        let models = parse(&script).unwrap();
         let hook = ProfileOptions {
             script,
-            options: models.profile("llamacpp").unwrap().options.clone(),
+            options: models.profile("p").unwrap().options.clone(),
         };
         let first = hook
             .options(&RequestCtx {
@@ -349,6 +468,80 @@ mod tests {
         );
         assert_eq!(later.get("tool_choice"), None);
         assert_eq!(later.get("temperature"), Some(&serde_json::json!(0)));
+    }
+
+    #[test]
+    fn hosted_presets_call_natively_and_local_ones_cannot_hang() {
+        let (script, models) = default_models();
+        for name in ["deepseek", "openai", "openrouter"] {
+            let p = models.profile(name).unwrap();
+            assert_eq!(p.tool_calls, ToolCallMode::Native, "{name}");
+            assert!(!p.lean_prompt, "{name}");
+        }
+        for name in ["ollama", "llamacpp"] {
+            let p = models.profile(name).unwrap();
+            assert_eq!(p.tool_calls, ToolCallMode::Auto, "{name}");
+            assert!(p.lean_prompt, "{name}");
+            let hook = ProfileOptions {
+                script: script.clone(),
+                options: p.options.clone(),
+            };
+            for turn in 1..4 {
+                let o = hook
+                    .options(&RequestCtx {
+                        turn,
+                        after_tool: turn > 1,
+                    })
+                    .unwrap();
+                // Every answer is bounded, and no call is forced.
+                assert!(
+                    o.get("max_tokens").and_then(Value::as_u64).is_some(),
+                    "{name}"
+                );
+                assert_ne!(
+                    o.get("tool_choice"),
+                    Some(&serde_json::json!("required")),
+                    "{name}"
+                );
+            }
+        }
+        let err = compile(
+            MODELS,
+            r#"#{ profiles: #{ p: #{ base_url: "http://x/v1", model: "m", tool_calls: "maybe" } } }"#.into(),
+            Origin::User("models.rhai".into()),
+        )
+        .unwrap_err();
+        assert!(
+            err.summary.contains("profile `p`") && err.summary.contains("\"maybe\""),
+            "{}",
+            err.summary
+        );
+    }
+
+    #[test]
+    fn the_script_reader_uses_the_hook_or_the_built_in_one() {
+        let registry = Registry::with_builtins();
+        let text = "```json\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}\n```";
+        let (script, _) = default_models();
+        let calls = ScriptCallReader { script }.read(text, &registry).unwrap();
+        assert_eq!(calls[0].name, "list_dir");
+        // A person's own format, falling back on the built-in reader.
+        let script = Arc::new(
+            compile(
+                MODELS,
+                r#"fn parse_tool_calls(text, tools) {
+                    if text.starts_with("CALL ") { [#{ name: text.sub_string(5), arguments: #{} }] }
+                    else { default_tool_calls(text, tools) }
+                }
+                #{ profiles: #{} }"#
+                    .into(),
+                Origin::User("models.rhai".into()),
+            )
+            .unwrap(),
+        );
+        let reader = ScriptCallReader { script };
+        assert_eq!(reader.read("CALL glob", &registry).unwrap()[0].name, "glob");
+        assert_eq!(reader.read(text, &registry).unwrap()[0].name, "list_dir");
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub fn context_map(ctx: &PromptContext) -> Dynamic {
         model: &'a str,
         tools: &'a [String],
         project_instructions: &'a str,
+        lean: bool,
+        tool_calls: &'a str,
+        tool_descriptions: &'a str,
     }
     rhai::serde::to_dynamic(Ctx {
         cwd: &ctx.cwd,
@@ -26,6 +29,9 @@ pub fn context_map(ctx: &PromptContext) -> Dynamic {
         model: &ctx.model,
         tools: &ctx.tools,
         project_instructions: ctx.project_instructions.as_deref().unwrap_or(""),
+        lean: ctx.lean,
+        tool_calls: &ctx.tool_calls,
+        tool_descriptions: &ctx.tool_descriptions,
     })
     .unwrap_or(Dynamic::UNIT)
 }

@@ -94,6 +94,8 @@ pub struct Registry {
     /// The `tools` array every request carries, built when a tool is
     /// registered rather than once per request.
     openai_json: Value,
+    /// The same with compact descriptions (profiles with `lean_prompt`).
+    compact_json: Value,
 }
 
 impl Default for Registry {
@@ -102,6 +104,7 @@ impl Default for Registry {
             tools: Vec::new(),
             index: HashMap::new(),
             openai_json: Value::Array(Vec::new()),
+            compact_json: Value::Array(Vec::new()),
         }
     }
 }
@@ -130,6 +133,12 @@ impl Registry {
         };
         self.openai_json =
             Value::Array(self.tools.iter().map(|t| openai_entry(t.spec())).collect());
+        self.compact_json = Value::Array(
+            self.tools
+                .iter()
+                .map(|t| openai_entry(&compact_spec(t.spec())))
+                .collect(),
+        );
         replaced
     }
 
@@ -152,6 +161,54 @@ impl Registry {
     /// The `tools` array of a Chat Completions request.
     pub fn to_openai_json(&self) -> &Value {
         &self.openai_json
+    }
+
+    /// The `tools` array with compact descriptions ([`compact_spec`]).
+    pub fn to_openai_json_compact(&self) -> &Value {
+        &self.compact_json
+    }
+
+    /// The tools as compact text for a system prompt (`tool_calls:
+    /// "text"`): one line per tool, its parameters and which are required.
+    pub fn describe_compact(&self) -> String {
+        self.tools
+            .iter()
+            .map(|t| {
+                let spec = compact_spec(t.spec());
+                let required: Vec<&str> = spec
+                    .parameters
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let params: Vec<String> = spec
+                    .parameters
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|props| {
+                        props
+                            .iter()
+                            .map(|(name, p)| {
+                                let ty = p.get("type").and_then(Value::as_str).unwrap_or("any");
+                                let opt = if required.contains(&name.as_str()) {
+                                    ""
+                                } else {
+                                    "?"
+                                };
+                                format!("{name}{opt}: {ty}")
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "- {}({}): {}",
+                    spec.name,
+                    params.join(", "),
+                    spec.description
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Parses and checks a call's arguments. On success returns the tool and
@@ -193,6 +250,46 @@ fn openai_entry(spec: &ToolSpec) -> Value {
             "parameters": spec.parameters,
         }
     })
+}
+
+/// A spec with its description cut to the first sentence and no
+/// parameter descriptions (no examples, no caveats; the names and types
+/// stay): what a small local model needs, in half the bytes.
+pub fn compact_spec(spec: &ToolSpec) -> ToolSpec {
+    let mut parameters = spec.parameters.clone();
+    if let Some(props) = parameters
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+    {
+        for p in props.values_mut() {
+            if let Some(p) = p.as_object_mut() {
+                p.remove("description");
+            }
+        }
+    }
+    ToolSpec {
+        name: spec.name.clone(),
+        description: first_sentence(&spec.description),
+        parameters,
+    }
+}
+
+/// The first sentence of a description: up to the first `. ` (or `.` and
+/// a new line) after a few words.
+pub fn first_sentence(text: &str) -> String {
+    const MIN: usize = 12;
+    let bytes = text.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'.'
+            && i >= MIN
+            && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace())
+            && !text[..i].ends_with("e.g")
+            && !text[..i].ends_with("i.e")
+        {
+            return text[..=i].to_string();
+        }
+    }
+    text.trim().to_string()
 }
 
 /// Parses the raw `arguments` text. An empty string means no arguments
@@ -337,6 +434,25 @@ mod tests {
             "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
             "required": ["path"]
         })
+    }
+
+    #[test]
+    fn compact_descriptions_keep_the_first_sentence() {
+        assert_eq!(
+            first_sentence("Runs a command (e.g. `ls`). Each call starts a fresh shell."),
+            "Runs a command (e.g. `ls`)."
+        );
+        assert_eq!(first_sentence("No period here"), "No period here");
+        let registry = Registry::with_builtins();
+        let full = registry.to_openai_json().to_string().len();
+        let compact = registry.to_openai_json_compact().to_string().len();
+        assert!(compact * 2 < full, "{compact} of {full} bytes");
+        let text = registry.describe_compact();
+        assert!(
+            text.contains("- read_file(") && text.contains("path: string"),
+            "{text}"
+        );
+        assert!(text.contains("limit?: integer"), "{text}");
     }
 
     #[test]

@@ -180,9 +180,16 @@ pub fn accept(calls: Vec<TextCall>, registry: &Registry) -> Result<Vec<ToolCall>
             return Err(format!("there is no tool named `{}`", call.name));
         };
         let Value::Object(args) = &call.arguments else {
-            return Err(format!("the arguments of `{}` are not an object", call.name));
+            return Err(format!(
+                "the arguments of `{}` are not an object",
+                call.name
+            ));
         };
-        if let Some(props) = tool.spec().parameters.get("properties").and_then(Value::as_object)
+        if let Some(props) = tool
+            .spec()
+            .parameters
+            .get("properties")
+            .and_then(Value::as_object)
             && let Some(unknown) = args.keys().find(|k| !props.contains_key(*k))
         {
             return Err(format!("`{}` has no parameter `{unknown}`", call.name));
@@ -357,7 +364,10 @@ const ALLOWED_KEYS: [&str; 5] = ["name", "arguments", "parameters", "type", "id"
 fn call_of(value: &Value) -> Option<TextCall> {
     let map = value.as_object()?;
     if let Some(function) = map.get("function").and_then(Value::as_object) {
-        if map.keys().any(|k| k != "function" && k != "type" && k != "id") {
+        if map
+            .keys()
+            .any(|k| k != "function" && k != "type" && k != "id")
+        {
             return None;
         }
         return call_of(&Value::Object(function.clone()));
@@ -440,7 +450,8 @@ mod tests {
         let calls = recovered(hermes);
         assert_eq!(calls.len(), 2);
         assert_eq!(calls[1].name, "read_file");
-        let mistral = "[TOOL_CALLS] [{\"name\": \"run_shell\", \"arguments\": {\"command\": \"ls\"}}]</s>";
+        let mistral =
+            "[TOOL_CALLS] [{\"name\": \"run_shell\", \"arguments\": {\"command\": \"ls\"}}]</s>";
         assert_eq!(recovered(mistral)[0].name, "run_shell");
         let mistral_new = "[TOOL_CALLS]run_shell[ARGS]{\"command\": \"ls\"}";
         assert_eq!(
@@ -522,7 +533,11 @@ mod tests {
         for m in ["native", "auto", "text"] {
             assert_eq!(ToolCallMode::parse(m).unwrap().as_str(), m);
         }
-        assert!(ToolCallMode::parse("sometimes").unwrap_err().contains("\"auto\""));
+        assert!(
+            ToolCallMode::parse("sometimes")
+                .unwrap_err()
+                .contains("\"auto\"")
+        );
         assert!(!ToolCallMode::Native.recovers() && ToolCallMode::Auto.recovers());
     }
 }
