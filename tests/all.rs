@@ -9,6 +9,8 @@
 //!   attacker tries them: fsmonitor, symlink races, spill symlinks, FIFOs,
 //!   hard links, AGENTS.md, a gigabyte of output.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
+//! - `local_models`: streams recorded from llama-server replayed: calls
+//!   written as text, keep-alives, the usage chunk, the padding cut.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
 //! - `policy`: the default policy.rhai over tables of dangerous and everyday
 //!   commands, and `agent policy test` end to end.
@@ -37,6 +39,7 @@ mod client;
 mod containment_fs;
 mod fuzz;
 mod layering;
+mod local_models;
 mod policy;
 mod profiles;
 mod repl;

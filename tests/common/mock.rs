@@ -86,6 +86,13 @@ impl Reply {
         }
     }
 
+    /// A stream recorded from a real server (`tests/fixtures/...`), piece
+    /// by piece with its timing multiplied by `scale` (0.01: a 100 s prompt
+    /// phase takes one second).
+    pub fn recorded(fixture: &Recording, scale: f64) -> Reply {
+        Reply::Sse(fixture.chunks(scale))
+    }
+
     pub fn status(code: u16, body: &str) -> Reply {
         Reply::Status {
             code,
@@ -93,6 +100,78 @@ impl Reply {
             headers: Vec::new(),
         }
     }
+}
+
+/// A request and its response recorded from a real server through a
+/// logging proxy (see tests/fixtures/llama-server/README.md).
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// What the agent sent.
+    pub request: Value,
+    /// Seconds since the request was sent, and the bytes that arrived.
+    pub pieces: Vec<(f64, String)>,
+}
+
+impl Recording {
+    /// Loads `tests/fixtures/NAME`.
+    pub fn load(name: &str) -> Recording {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let v: Value = serde_json::from_str(&text).expect("a recording is JSON");
+        let pieces = v["response_pieces"]
+            .as_array()
+            .expect("response_pieces")
+            .iter()
+            .map(|p| {
+                (
+                    p[0].as_f64().expect("seconds"),
+                    p[1].as_str().expect("bytes").to_string(),
+                )
+            })
+            .collect();
+        Recording {
+            request: v["request_body"].clone(),
+            pieces,
+        }
+    }
+
+    /// The pieces as chunks, each after its recorded gap times `scale`.
+    pub fn chunks(&self, scale: f64) -> Vec<Chunk> {
+        let mut last = 0.0;
+        self.pieces
+            .iter()
+            .map(|(at, bytes)| {
+                let gap = ((at - last) * scale).max(0.0);
+                last = *at;
+                Chunk {
+                    bytes: bytes.as_bytes().to_vec(),
+                    delay: Duration::from_secs_f64(gap),
+                }
+            })
+            .collect()
+    }
+
+    /// The answer text the stream carries.
+    pub fn content(&self) -> String {
+        let all: String = self.pieces.iter().map(|(_, b)| b.as_str()).collect();
+        all.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter_map(|v| {
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+}
+
+/// A content delta as the mock sends it, for hand-made streams.
+pub fn content_chunk(text: &str) -> Chunk {
+    chunks(&[delta(json!({"content": text}))]).remove(0)
 }
 
 /// SSE `data` payloads as chunks sent at once, without `[DONE]`: for
