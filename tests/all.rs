@@ -25,6 +25,8 @@
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
+//! - `watchdog_notes`: the watchdog's notes as a small model reads them:
+//!   placement, the restated request, the summary turn that answers it.
 //! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
 //!   that must not (real work), through the same pure `replay::run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -51,4 +53,5 @@ mod secrets;
 mod setup;
 mod turn_loop;
 mod watchdog_live;
+mod watchdog_notes;
 mod watchdog_scenarios;

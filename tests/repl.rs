@@ -223,8 +223,9 @@ async fn reload_after_editing_tools_rhai_and_resume_in_the_repl() {
         server.requests()[2].tool_result("n").unwrap()["content"],
         "HI"
     );
-    // The new profile's window is the one shown (/model switched it).
-    tmux.wait_for("context 1% of 32768").await;
+    // The new profile's window is the one shown (/model switched it), and
+    // its lean prompt is small.
+    tmux.wait_for("context 0% of 32768").await;
     // Ctrl+D reaches the line editor only once it is reading again.
     tmux.wait_for_n("›", 7).await;
     tmux.press("C-d");

@@ -35,21 +35,25 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
 
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "stopped well before the 12-turn budget");
-    let repairs: Vec<&serde_json::Value> = requests[3]
+    // By default (note_placement: "tool_result") the note follows the
+    // last tool result, and restates the request and what was returned.
+    let repairs: Vec<&str> = requests[3]
         .messages()
         .iter()
-        .filter(|m| {
-            m["role"] == "user"
-                && m["content"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("[agent watchdog")
-        })
+        .filter_map(|m| m["content"].as_str())
+        .filter_map(|c| c.find("[agent watchdog").map(|i| &c[i..]))
         .collect();
     assert_eq!(repairs.len(), 1, "exactly one repair prompt");
-    let repair = repairs[0]["content"].as_str().unwrap();
+    assert_eq!(requests[3].messages().last().unwrap()["role"], "tool");
+    let repair = repairs[0];
     assert!(
         repair.contains("repeated_action") && repair.contains("ran 3 times"),
+        "{repair}"
+    );
+    assert!(
+        repair.contains("The person asked: list the files")
+            && repair.contains("Your calls already returned: run_shell: a.txt")
+            && repair.contains("answer it now without tools"),
         "{repair}"
     );
     assert!(repair.contains("ask the user"), "{repair}");

@@ -4,7 +4,7 @@
 pub const LENGTH_NOTICE: &str = "the model's answer was cut off at its output token limit (finish_reason: length); the answer may be incomplete";
 
 /// The answer to a tool call made in the tool-less summary turn.
-pub const TOOLS_OFF: &str = "Not run: tools are off for this last answer; summarise instead.";
+pub const TOOLS_OFF: &str = "Not run: tools are off for this last answer; answer the person's request from what you have instead.";
 
 /// How the summary is introduced in the history. It is marked as the
 /// agent's, so it is never mistaken for the person's words.

@@ -11,7 +11,8 @@ use super::{Agent, TurnError, TurnOutcome, context};
 use crate::client::{ApiError, ModelResponse, Piece, RequestCtx, wire};
 use crate::protocol::{Event, EventSink, Message, ToolStatus, UserSource};
 use crate::tools::text_calls::ToolCallMode;
-use crate::watchdog::{SUMMARISE_PROMPT, Verdict};
+use crate::watchdog::settings::NotePlacement;
+use crate::watchdog::{NOTE_REQUEST_CHARS, NOTE_RESULT_CHARS, Verdict, summary_turn_prompt};
 
 impl Agent {
     /// Runs one turn for `input` until the model stops asking for tools,
@@ -137,22 +138,13 @@ impl Agent {
         match verdict {
             Verdict::Continue { .. } => None,
             Verdict::Notice { text, .. } => {
-                // Appended to the last tool result: the model reads it with
-                // that output, and it never poses as the person.
-                if let Some(Message::Tool { content, .. }) = self.history.last_mut() {
-                    content.push_str("\n\n");
-                    content.push_str(text);
-                    self.wire.forget_from(self.history.len() - 1);
-                }
+                self.deliver_note(text);
                 announce("notice");
                 None
             }
             Verdict::Repair { text, .. } => {
                 announce("repair");
-                self.push(Message::User {
-                    content: text.clone(),
-                    source: UserSource::Watchdog,
-                });
+                self.deliver_note(text);
                 None
             }
             Verdict::Stop { reason, .. } => {
@@ -165,14 +157,74 @@ impl Agent {
         }
     }
 
+    /// A note from the watchdog, where `note_placement` in watchdog.rhai
+    /// puts it: appended to the last tool result (the model reads it with
+    /// that output, and it never poses as the person), or as a message of
+    /// its own marked as the agent's, also when there is no tool result.
+    fn deliver_note(&mut self, text: &str) {
+        let placement = self
+            .judge
+            .as_ref()
+            .map(|j| j.settings().note_placement)
+            .unwrap_or_default();
+        if placement == NotePlacement::ToolResult
+            && let Some(Message::Tool { content, .. }) = self.history.last_mut()
+        {
+            content.push_str("\n\n");
+            content.push_str(text);
+            self.wire.forget_from(self.history.len() - 1);
+            return;
+        }
+        self.push(Message::User {
+            content: text.to_string(),
+            source: UserSource::Watchdog,
+        });
+    }
+
+    /// The person's last request and the last successful call's result,
+    /// for the summary turn to restate.
+    fn request_and_last_result(&self) -> (String, String) {
+        let request = self
+            .history
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::User {
+                    content,
+                    source: UserSource::Person,
+                } => Some(crate::text::shorten(content, NOTE_REQUEST_CHARS)),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let last = self
+            .history
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Tool {
+                    name,
+                    content,
+                    status: ToolStatus::Ok,
+                    ..
+                } => Some(format!(
+                    "{name}: {}",
+                    crate::text::shorten(content.trim(), NOTE_RESULT_CHARS)
+                )),
+                _ => None,
+            })
+            .unwrap_or_default();
+        (request, last)
+    }
+
     /// The last, tool-less turn when the budget ran out.
     async fn summarise(
         &mut self,
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<Option<String>, TurnError> {
+        let (request, last) = self.request_and_last_result();
         self.push(Message::User {
-            content: SUMMARISE_PROMPT.to_string(),
+            content: summary_turn_prompt(&request, &last),
             source: UserSource::Watchdog,
         });
         let response = self.ask(sink, cancel, false).await?;

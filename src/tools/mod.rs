@@ -283,10 +283,11 @@ pub fn first_sentence(text: &str) -> String {
         if *b == b'.'
             && i >= MIN
             && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace())
-            && !text[..i].ends_with("e.g")
-            && !text[..i].ends_with("i.e")
+            && let Some(head) = text.get(..=i)
+            && !head.ends_with("e.g.")
+            && !head.ends_with("i.e.")
         {
-            return text[..=i].to_string();
+            return head.to_string();
         }
     }
     text.trim().to_string()

@@ -117,13 +117,13 @@ pub fn parse(text: &str) -> Vec<TextCall> {
     let Some(last) = segments.last() else {
         return bare(text).unwrap_or_default();
     };
-    if last.calls.is_none() || !is_blank(&text[last.end..]) {
+    if last.calls.is_none() || !is_blank(sub(text, last.end..)) {
         return Vec::new();
     }
     let mut run: Vec<&Segment> = vec![last];
     for seg in segments.iter().rev().skip(1) {
         let next = run[run.len() - 1];
-        if seg.calls.is_none() || !is_blank(&text[seg.end..next.start]) {
+        if seg.calls.is_none() || !is_blank(sub(text, seg.end..next.start)) {
             break;
         }
         run.push(seg);
@@ -142,7 +142,7 @@ pub fn leading_prose(text: &str) -> String {
         Some(last) if last.calls.is_some() => {
             let mut start = last.start;
             for pair in segments.windows(2).rev() {
-                if pair[0].calls.is_some() && is_blank(&text[pair[0].end..pair[1].start]) {
+                if pair[0].calls.is_some() && is_blank(sub(text, pair[0].end..pair[1].start)) {
                     start = pair[0].start;
                 } else {
                     break;
@@ -154,7 +154,7 @@ pub fn leading_prose(text: &str) -> String {
         None if bare(text).is_some() => 0,
         None => text.len(),
     };
-    text[..start].trim().to_string()
+    sub(text, ..start).trim().to_string()
 }
 
 /// Whether an answer holds something shaped like a call written as text:
@@ -207,10 +207,16 @@ pub fn accept(calls: Vec<TextCall>, registry: &Registry) -> Result<Vec<ToolCall>
     Ok(accepted)
 }
 
+/// `text[range]`; the ranges here always fall on character boundaries
+/// (they come from finding ASCII markers), so "" is never the answer.
+fn sub<R: std::slice::SliceIndex<str, Output = str>>(text: &str, range: R) -> &str {
+    text.get(range).unwrap_or("")
+}
+
 fn is_blank(text: &str) -> bool {
     let mut rest = text.trim();
     while let Some(token) = END_TOKENS.iter().find(|t| rest.starts_with(**t)) {
-        rest = rest[token.len()..].trim_start();
+        rest = sub(rest, token.len()..).trim_start();
     }
     rest.is_empty()
 }
@@ -221,7 +227,7 @@ fn segments(text: &str) -> Vec<Segment> {
     let mut at = 0;
     while let Some((start, marker)) = MARKERS
         .iter()
-        .filter_map(|m| text[at..].find(m).map(|i| (at + i, *m)))
+        .filter_map(|m| sub(text, at..).find(m).map(|i| (at + i, *m)))
         .min_by_key(|(i, _)| *i)
     {
         let body_start = start + marker.len();
@@ -232,8 +238,8 @@ fn segments(text: &str) -> Vec<Segment> {
                 (end, one_or_list(body))
             }
             "<function=" => function_tag(text, body_start),
-            "[TOOL_CALLS]" => (text.len(), mistral(&text[body_start..])),
-            _ => (text.len(), python_tag(&text[body_start..])),
+            "[TOOL_CALLS]" => (text.len(), mistral(sub(text, body_start..))),
+            _ => (text.len(), python_tag(sub(text, body_start..))),
         };
         out.push(Segment { start, end, calls });
         at = end.max(body_start);
@@ -244,17 +250,17 @@ fn segments(text: &str) -> Vec<Segment> {
 /// The text from `from` to `close` (or the end), and where the construct
 /// ends (after `close`).
 fn until<'a>(text: &'a str, from: usize, close: &str) -> (&'a str, usize) {
-    match text[from..].find(close) {
-        Some(i) => (&text[from..from + i], from + i + close.len()),
-        None => (&text[from..], text.len()),
+    match sub(text, from..).find(close) {
+        Some(i) => (sub(text, from..from + i), from + i + close.len()),
+        None => (sub(text, from..), text.len()),
     }
 }
 
 /// A fenced block starting after its opening backticks: its info string
 /// must be empty or name JSON or a call, and its body a call (or calls).
 fn fenced(text: &str, from: usize) -> (usize, Option<Vec<TextCall>>) {
-    let line_end = text[from..].find('\n').map_or(text.len(), |i| from + i);
-    let info = text[from..line_end].trim();
+    let line_end = sub(text, from..).find('\n').map_or(text.len(), |i| from + i);
+    let info = sub(text, from..line_end).trim();
     // An unclosed fence runs to the end (a cut answer).
     let (body, end) = until(text, line_end, "```");
     let is_call_fence = matches!(
@@ -275,10 +281,10 @@ fn fenced(text: &str, from: usize) -> (usize, Option<Vec<TextCall>>) {
 
 /// `<function=NAME>{args}</function>`, starting after `<function=`.
 fn function_tag(text: &str, from: usize) -> (usize, Option<Vec<TextCall>>) {
-    let Some(close) = text[from..].find('>') else {
+    let Some(close) = sub(text, from..).find('>') else {
         return (text.len(), None);
     };
-    let name = text[from..from + close].trim();
+    let name = sub(text, from..from + close).trim();
     let (body, end) = until(text, from + close + 1, "</function>");
     let valid_name = !name.is_empty()
         && name
@@ -319,7 +325,7 @@ fn python_tag(rest: &str) -> Option<Vec<TextCall>> {
         let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
         let value = stream.next()?.ok()?;
         calls.push(call_of(&value)?);
-        rest = rest[stream.byte_offset()..].trim_start();
+        rest = sub(rest, stream.byte_offset()..).trim_start();
         rest = rest.strip_prefix(';').unwrap_or(rest).trim_start();
     }
     (!calls.is_empty()).then_some(calls)
@@ -328,7 +334,7 @@ fn python_tag(rest: &str) -> Option<Vec<TextCall>> {
 fn trim_end_tokens(text: &str) -> &str {
     let mut rest = text.trim();
     while let Some(token) = END_TOKENS.iter().find(|t| rest.ends_with(**t)) {
-        rest = rest[..rest.len() - token.len()].trim_end();
+        rest = sub(rest, ..rest.len() - token.len()).trim_end();
     }
     rest
 }

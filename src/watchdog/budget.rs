@@ -39,6 +39,8 @@ pub fn after_turn(
                 turns_used: used,
                 budget: limit,
                 hard_cap,
+                request: t.request.clone(),
+                last_result: t.last_result.clone(),
             },
             summarise: true,
         };

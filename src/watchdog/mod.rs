@@ -130,7 +130,17 @@ pub struct StopInfo {
     pub turns_used: u32,
     pub budget: u32,
     pub hard_cap: u32,
+    /// The person's request this turn, shortened, so the note can restate
+    /// it (a small model otherwise answers the note instead).
+    pub request: String,
+    /// The last call that succeeded and what it returned, shortened; ""
+    /// when none did.
+    pub last_result: String,
 }
+
+/// How much of the request and of the last result a note restates.
+pub const NOTE_REQUEST_CHARS: usize = 400;
+pub const NOTE_RESULT_CHARS: usize = 600;
 
 /// Turns used in the current user turn, and the current limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -249,8 +259,20 @@ pub mod messages {
     pub const HARD_CAP: &str = "the hard cap on turns was reached";
 }
 
-/// The note sent with the final, tool-less request when the budget ran out.
-pub const SUMMARISE_PROMPT: &str = "[agent watchdog — this note is from the agent, not from the user] The turn budget is used up, so tools are off for this last answer. Summarise for the user what you did, what works, and what is left to do.";
+/// The note sent with the final, tool-less request when the budget ran
+/// out: it restates the person's request and the last result, so the
+/// answer is to the task rather than about the note.
+pub fn summary_turn_prompt(request: &str, last_result: &str) -> String {
+    let returned = if last_result.is_empty() {
+        String::new()
+    } else {
+        format!(" Your calls last returned: {last_result}.")
+    };
+    format!(
+        "{} Tools are off now: the turn budget is used up. The person asked: {request}.{returned} Answer the person's request now, from what your calls returned; say plainly what is done and what is left.",
+        messages::AGENT_NOTE
+    )
+}
 
 /// A detector that fired: which rule, its message and the evidence.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -308,6 +330,10 @@ pub struct UserTurn {
     pub no_progress_turns: u32,
     pub error_turns: u32,
     pub empty_responses: u32,
+    /// The person's message, and the last successful call's result, for
+    /// the notes (see [`StopInfo::request`]).
+    pub request: String,
+    pub last_result: String,
 }
 
 /// The watchdog of one conversation.
@@ -366,16 +392,31 @@ impl Watchdog {
     /// Lets the person continue after a stop: a fresh budget and repair.
     pub fn resume(&mut self) {
         let workspace = self.turn.workspace.clone();
+        let request = std::mem::take(&mut self.turn.request);
         self.begin_user_turn(workspace);
+        self.turn.request = request;
     }
 
     /// Judges one model turn. A turn with a `user` field starts a new user
     /// message first. The detectors run in a fixed order and the first that
     /// fires is the one reported.
     pub fn observe(&mut self, record: &TurnRecord) -> Verdict {
-        if record.user.is_some() {
+        if let Some(user) = &record.user {
             let workspace = self.turn.workspace.clone();
             self.begin_user_turn(workspace);
+            self.turn.request = crate::text::shorten(user, NOTE_REQUEST_CHARS);
+        }
+        if let Some(ok) = record
+            .calls
+            .iter()
+            .rev()
+            .find(|c| c.status == ToolStatus::Ok)
+        {
+            self.turn.last_result = format!(
+                "{}: {}",
+                ok.name,
+                crate::text::shorten(ok.output.trim(), NOTE_RESULT_CHARS)
+            );
         }
         let s = &self.settings;
         let t = &mut self.turn;
@@ -494,6 +535,8 @@ impl Watchdog {
             turns_used: t.turns,
             budget: t.budget,
             hard_cap: self.settings.hard_cap(),
+            request: t.request.clone(),
+            last_result: t.last_result.clone(),
         };
         let reason = format!("{}: {} ({})", stop.rule, stop.message, stop.evidence);
         if !t.repaired {
@@ -595,6 +638,8 @@ pub fn sample_stop() -> StopInfo {
         turns_used: 3,
         budget: 12,
         hard_cap: 48,
+        request: "Run the command: echo hello".into(),
+        last_result: "run_shell: hello".into(),
     }
 }
 
@@ -624,6 +669,7 @@ pub(crate) mod tests {
             wait_words: ["sleep", "wait", "until", "retry", "timeout", "watch"]
                 .map(String::from)
                 .to_vec(),
+            note_placement: settings::NotePlacement::default(),
         }
     }
 

@@ -26,12 +26,21 @@ impl Rules for FallbackRules {
     }
 
     fn repair_prompt(&mut self, stop: &StopInfo) -> String {
+        let returned = if stop.last_result.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\nYour calls already returned: {}\nIf that answers the request, answer it now without tools.",
+                stop.last_result
+            )
+        };
         format!(
-            "{}\nRule fired: {}: {}\nEvidence: {}\nDo not repeat the same call. Change your approach, or ask the user a specific question.",
+            "{}\nRule fired: {}: {}\nEvidence: {}\nThe person asked: {}{returned}\nOtherwise do not repeat the same call; take a different approach. If you cannot continue without help, ask the user one specific question.",
             super::messages::AGENT_NOTE,
             stop.rule,
             stop.message,
-            stop.evidence
+            stop.evidence,
+            stop.request
         )
     }
 }

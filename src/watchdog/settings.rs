@@ -41,6 +41,22 @@ pub struct Settings {
     pub write_tools: Vec<String>,
     /// Words that mark a shell command as waiting (polling).
     pub wait_words: Vec<String>,
+    /// Where the repair prompt and the budget notices go.
+    #[serde(default)]
+    pub note_placement: NotePlacement,
+}
+
+/// Where the watchdog's notes to the model go (`note_placement`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotePlacement {
+    /// Appended to the last tool result, which the model reads as the
+    /// outcome of its own call (a separate message when there is none).
+    #[default]
+    ToolResult,
+    /// A message of its own, marked as the agent's. Small models tend to
+    /// answer such a note instead of the person's request.
+    Message,
 }
 
 impl Settings {
@@ -70,6 +86,7 @@ impl Settings {
             empty_responses: 0,
             write_tools: Vec::new(),
             wait_words: Vec::new(),
+            note_placement: NotePlacement::default(),
         }
     }
 
