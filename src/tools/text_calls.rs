@@ -259,7 +259,9 @@ fn until<'a>(text: &'a str, from: usize, close: &str) -> (&'a str, usize) {
 /// A fenced block starting after its opening backticks: its info string
 /// must be empty or name JSON or a call, and its body a call (or calls).
 fn fenced(text: &str, from: usize) -> (usize, Option<Vec<TextCall>>) {
-    let line_end = sub(text, from..).find('\n').map_or(text.len(), |i| from + i);
+    let line_end = sub(text, from..)
+        .find('\n')
+        .map_or(text.len(), |i| from + i);
     let info = sub(text, from..line_end).trim();
     // An unclosed fence runs to the end (a cut answer).
     let (body, end) = until(text, line_end, "```");
