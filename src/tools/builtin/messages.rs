@@ -105,16 +105,34 @@ pub fn line_truncated(more_chars: usize) -> String {
     format!("… [line truncated: {more_chars} more characters]")
 }
 
-/// Last line of a read that did not reach the end of the file.
-pub fn read_more_remains(first: u64, last: u64, total: u64, byte_cap_hit: Option<usize>) -> String {
+/// Last line of a read that did not reach the end of the file: what is
+/// left ("2 more lines, 4–5"), and the next call only when the read was
+/// stopped by the tool (its default limit or the output cap) rather than
+/// by the model's own `limit` — a hint that tells a small model what to do
+/// next lures it into paging on when it asked for a few lines on purpose.
+pub fn read_more_remains(
+    first: u64,
+    last: u64,
+    total: u64,
+    byte_cap_hit: Option<usize>,
+    suggest_next: bool,
+) -> String {
     let why = match byte_cap_hit {
         Some(cap) => format!(" (output limit of {} reached)", human_size(cap as u64)),
         None => String::new(),
     };
-    format!(
-        "[lines {first}-{last} of {total} shown{why}; call read_file with offset={} to read on]",
-        last + 1
-    )
+    let left = total - last;
+    let rest = if left == 1 {
+        format!("1 more line, {total}")
+    } else {
+        format!("{left} more lines, {}–{total}", last + 1)
+    };
+    let next = if suggest_next {
+        format!("; call read_file with offset={} to read on", last + 1)
+    } else {
+        String::new()
+    };
+    format!("[lines {first}-{last} of {total} shown{why}; {rest}{next}]")
 }
 
 // ---- write_file ----

@@ -110,10 +110,14 @@ impl Tool for ReadFile {
             // 0 is read as "not given": models send it for "from the start"
             // and "no particular limit".
             let offset = arg_u64(&args, "offset").filter(|&n| n > 0).unwrap_or(1);
-            let limit = arg_u64(&args, "limit")
-                .filter(|&n| n > 0)
-                .unwrap_or(DEFAULT_LIMIT);
-            blocking(move || read_window(&place, &shown, offset, limit)).await
+            let asked = arg_u64(&args, "limit").filter(|&n| n > 0);
+            let limit = asked.unwrap_or(DEFAULT_LIMIT);
+            let window = Request {
+                offset,
+                limit,
+                limited: asked.is_some(),
+            };
+            blocking(move || read_window(&place, &shown, window)).await
         })
     }
 }
@@ -129,17 +133,32 @@ pub(super) fn open_for_read(place: &Located, shown: &str) -> Result<(File, u64),
     }
 }
 
+/// Which lines a call asked for.
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    /// 1-based first line.
+    offset: u64,
+    limit: u64,
+    /// The model gave `limit` itself (then the hint names no next call).
+    limited: bool,
+}
+
 /// Reads lines `offset..offset + limit` (1-based) of the file; `shown` is
 /// the path as the model wrote it.
-fn read_window(place: &Located, shown: &str, offset: u64, limit: u64) -> ToolOutput {
+fn read_window(place: &Located, shown: &str, request: Request) -> ToolOutput {
     let (file, len) = match open_for_read(place, shown) {
         Ok(opened) => opened,
         Err(output) => return output,
     };
-    read_opened(file, len, shown, offset, limit)
+    read_opened(file, len, shown, request)
 }
 
-fn read_opened(mut file: File, len: u64, shown: &str, offset: u64, limit: u64) -> ToolOutput {
+fn read_opened(mut file: File, len: u64, shown: &str, request: Request) -> ToolOutput {
+    let Request {
+        offset,
+        limit,
+        limited,
+    } = request;
     let mut sample = Vec::with_capacity(SNIFF_BYTES);
     if let Err(e) = (&mut file)
         .take(SNIFF_BYTES as u64)
@@ -152,7 +171,7 @@ fn read_opened(mut file: File, len: u64, shown: &str, offset: u64, limit: u64) -
     }
     let reader = BufReader::with_capacity(READ_BUFFER_BYTES, Cursor::new(sample).chain(file));
     match scan(reader, offset, limit) {
-        Ok(window) => window.into_output(shown, offset),
+        Ok(window) => window.into_output(shown, offset, limited),
         Err(e) => failed(messages::io_failed("read", shown, &e)),
     }
 }
@@ -195,7 +214,7 @@ struct Window {
 }
 
 impl Window {
-    fn into_output(self, shown_path: &str, offset: u64) -> ToolOutput {
+    fn into_output(self, shown_path: &str, offset: u64, limited: bool) -> ToolOutput {
         if self.total == 0 {
             return ToolOutput::ok(messages::READ_EMPTY_FILE);
         }
@@ -209,7 +228,10 @@ impl Window {
         if last < self.total {
             let cap = self.capped.then_some(OUTPUT_BYTE_CAP);
             text.push('\n');
-            text.push_str(&messages::read_more_remains(offset, last, self.total, cap));
+            let suggest = !limited || self.capped;
+            text.push_str(&messages::read_more_remains(
+                offset, last, self.total, cap, suggest,
+            ));
         }
         ToolOutput::ok(text)
     }
@@ -359,9 +381,15 @@ mod tests {
 
     use std::path::Path;
 
+    /// A read as a model asks for it: `limit` given unless it is the default.
     fn read(dir: &Path, name: &str, offset: u64, limit: u64) -> ToolOutput {
         let runtime = crate::runtime::Runtime::new(dir.to_path_buf(), dir.join(".spill"), []);
-        read_window(&runtime.locate(name).unwrap(), name, offset, limit)
+        let request = Request {
+            offset,
+            limit,
+            limited: limit != DEFAULT_LIMIT,
+        };
+        read_window(&runtime.locate(name).unwrap(), name, request)
     }
 
     fn numbered_lines(n: usize) -> String {
@@ -401,8 +429,16 @@ mod tests {
         .await;
         assert_eq!(
             out.text,
-            "     3\tline 3\n     4\tline 4\n[lines 3-4 of 10 shown; call read_file with offset=5 to read on]"
+            "     3\tline 3\n     4\tline 4\n[lines 3-4 of 10 shown; 6 more lines, 5–10]"
         );
+        // Without a limit of its own, the model is told where to read on.
+        let out = call(
+            dir.path(),
+            "read_file",
+            json!({"path": "a.txt", "offset": 9}),
+        )
+        .await;
+        assert_eq!(out.text, "     9\tline 9\n    10\tline 10");
         // A window reaching the end needs no hint.
         let out = read(dir.path(), "a.txt", 9, 5);
         assert_eq!(out.text, "     9\tline 9\n    10\tline 10");
@@ -415,7 +451,14 @@ mod tests {
         let out = read(dir.path(), "a.txt", 1, 1);
         assert_eq!(
             out.text,
-            "     1\ta\n[lines 1-1 of 3 shown; call read_file with offset=2 to read on]"
+            "     1\ta\n[lines 1-1 of 3 shown; 2 more lines, 2–3]"
+        );
+        // The hint that lured a small model past the end of this file
+        // describes what is left and suggests nothing.
+        assert!(!out.text.contains("offset="), "{}", out.text);
+        assert_eq!(
+            read(dir.path(), "a.txt", 1, 2).text,
+            "     1\ta\n     2\tb\n[lines 1-2 of 3 shown; 1 more line, 3]"
         );
         assert_eq!(read(dir.path(), "a.txt", 3, 1).text, "     3\tc");
     }
@@ -428,7 +471,7 @@ mod tests {
         assert_eq!(out.text.lines().count(), 2001);
         assert!(
             out.text
-                .ends_with("  2000\tline 2000\n[lines 1-2000 of 2500 shown; call read_file with offset=2001 to read on]"),
+                .ends_with("  2000\tline 2000\n[lines 1-2000 of 2500 shown; 500 more lines, 2001–2500; call read_file with offset=2001 to read on]"),
             "{}",
             crate::text::suffix(&out.text, 200)
         );
