@@ -355,16 +355,21 @@ impl Session {
             .ok();
     }
 
-    /// The tool side from the loaded scripts.
-    fn parts(&mut self, notes: &mut Vec<Note>) -> Parts {
-        let runtime = self.runtime(notes);
-        let assembled = assemble_in(
+    /// What the scripts make of this session's workspace and profile.
+    fn assembled(&self) -> Assembled {
+        assemble_in(
             &self.host,
             &self.settings.workspace,
             &self.settings.cwd,
             &self.settings.model,
             self.style,
-        );
+        )
+    }
+
+    /// The tool side from the loaded scripts.
+    fn parts(&mut self, notes: &mut Vec<Note>) -> Parts {
+        let runtime = self.runtime(notes);
+        let assembled = self.assembled();
         notes.extend(assembled.notes);
         Parts {
             runtime,
@@ -534,14 +539,7 @@ impl Session {
         self.apply_model(agent, model);
         if restyled {
             // A lean or text-call profile has its own system prompt.
-            let assembled = assemble_in(
-                &self.host,
-                &self.settings.workspace,
-                &self.settings.cwd,
-                &self.settings.model,
-                self.style,
-            );
-            agent.set_system_prompt(assembled.system_prompt);
+            agent.set_system_prompt(self.assembled().system_prompt);
         }
         Ok(())
     }

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::common::mock::{Chunk, MockServer, Recording, Reply, content_chunk};
 use crate::common::{
-    Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_for, client_config, output, stderr, stdout,
+    Dirs, Recorder, STEP_TIMEOUT, agent_command, agent_for, client_config, json_lines, output,
+    stderr,
 };
 
 /// Replayed streams run at this fraction of their recorded time.
@@ -74,14 +75,16 @@ fn keys(v: &Value) -> Vec<String> {
     k
 }
 
+/// The recorded echo task's first answer, then `then`.
+async fn echo_server(then: &str) -> (Recording, MockServer) {
+    let recorded = fixture("text-calls-echo-0002");
+    let server = MockServer::start(vec![Reply::recorded(&recorded, FAST), Reply::text(then)]).await;
+    (recorded, server)
+}
+
 #[tokio::test]
 async fn a_call_written_as_text_runs_and_hello_reaches_the_model() {
-    let recorded = fixture("text-calls-echo-0002");
-    let server = MockServer::start(vec![
-        Reply::recorded(&recorded, FAST),
-        Reply::text("It printed hello."),
-    ])
-    .await;
+    let (_, server) = echo_server("It printed hello.").await;
     let dirs = Dirs::new();
     let mut agent = local_agent(&server, &dirs, ToolCallMode::Auto);
     let (outcome, events) = turn(&mut agent, "Run the command: echo hello").await;
@@ -374,12 +377,7 @@ async fn keep_alives_do_not_stand_in_for_the_first_token() {
 
 #[tokio::test]
 async fn the_llamacpp_preset_runs_text_calls_and_says_so_in_json() {
-    let recorded = fixture("text-calls-echo-0002");
-    let server = MockServer::start(vec![
-        Reply::recorded(&recorded, FAST),
-        Reply::text("It printed hello.\n\n\n"),
-    ])
-    .await;
+    let (recorded, server) = echo_server("It printed hello.\n\n\n").await;
     let dirs = Dirs::new();
     let mut cmd = agent_command(&dirs, &server.base_url);
     cmd.args([
@@ -391,10 +389,7 @@ async fn the_llamacpp_preset_runs_text_calls_and_says_so_in_json() {
     ]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
-    let lines: Vec<Value> = stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let lines = json_lines(&out);
     let of = |t: &str| lines.iter().filter(|l| l["type"] == t).collect::<Vec<_>>();
     assert!(
         of("notice")
@@ -426,10 +421,7 @@ async fn an_unexecuted_call_is_a_json_notice_under_a_hosted_preset() {
     cmd.args(["-p", "Run the command: echo hello", "--json"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
-    let lines: Vec<Value> = stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let lines = json_lines(&out);
     assert!(
         lines.iter().any(|l| l["type"] == "notice"
             && l["message"]

@@ -54,18 +54,7 @@ impl Agent {
         }
         let tokens_before = self.context_tokens();
         let older = &self.history[1..cut];
-        let task = self
-            .history
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::User {
-                    content,
-                    source: UserSource::Person,
-                } => Some(content.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let task = self.last_request().unwrap_or_default().to_string();
         let messages = [
             Message::System {
                 content: self.summary_prompt.clone(),

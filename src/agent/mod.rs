@@ -257,6 +257,17 @@ impl Agent {
         self.last_prompt = None;
     }
 
+    /// The person's last message (not the agent's notes or summaries).
+    fn last_request(&self) -> Option<&str> {
+        self.history.iter().rev().find_map(|m| match m {
+            Message::User {
+                content,
+                source: crate::protocol::UserSource::Person,
+            } => Some(content.as_str()),
+            _ => None,
+        })
+    }
+
     /// Tokens the history holds: the server's count for the last request
     /// plus an estimate for what came after.
     pub fn context_tokens(&self) -> u64 {

@@ -184,18 +184,8 @@ impl Agent {
     /// The person's last request and the last successful call's result,
     /// for the summary turn to restate.
     fn request_and_last_result(&self) -> (String, String) {
-        let request = self
-            .history
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::User {
-                    content,
-                    source: UserSource::Person,
-                } => Some(crate::text::shorten(content, NOTE_REQUEST_CHARS)),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let request =
+            crate::text::shorten(self.last_request().unwrap_or_default(), NOTE_REQUEST_CHARS);
         let last = self
             .history
             .iter()

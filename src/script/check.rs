@@ -198,12 +198,40 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                     ""
                 };
                 lines.push(format!(
-                    "\n    {}{mark}: {} at {}; {key}",
-                    profile.name, profile.model, profile.base_url
+                    "\n    {}{mark}: {} at {}; {key}; tool calls {}",
+                    profile.name,
+                    profile.model,
+                    profile.base_url,
+                    profile.tool_calls.as_str()
                 ));
             }
+            // The text-call reader, on a call written as a fenced object.
+            let reader = if script.has_fn(models::PARSE_TOOL_CALLS, 2) {
+                use crate::tools::text_calls::CallReader;
+                let reader = models::ScriptCallReader {
+                    script: std::sync::Arc::new(compile(
+                        MODELS,
+                        script.source.clone(),
+                        script.origin.clone(),
+                    )?),
+                };
+                let sample =
+                    "```json\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \".\"}}\n```";
+                let calls = reader
+                    .read(sample, &crate::tools::Registry::with_builtins())
+                    .map_err(|m| ScriptError {
+                        rendered: format!("error: {m}\n"),
+                        summary: m,
+                    })?;
+                format!(
+                    "; parse_tool_calls(text, tools) found {} call(s) in a sample",
+                    calls.len()
+                )
+            } else {
+                String::new()
+            };
             Ok(format!(
-                "{} profiles:{}",
+                "{} profiles{reader}:{}",
                 models.profiles.len(),
                 lines.concat()
             ))
