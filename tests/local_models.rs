@@ -432,3 +432,16 @@ async fn an_unexecuted_call_is_a_json_notice_under_a_hosted_preset() {
     );
     assert!(!lines.iter().any(|l| l["type"] == "tool_call"));
 }
+
+#[tokio::test]
+async fn the_repl_says_when_an_answer_was_an_unexecuted_call() {
+    let recorded = fixture("text-calls-echo-0002");
+    let server = MockServer::start(vec![Reply::recorded(&recorded, FAST)]).await;
+    let dirs = Dirs::new();
+    let tmux = crate::common::tmux::Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("Run the command: echo hello");
+    // At the start of its line, so the terminal's wrapping cannot split it.
+    tmux.wait_for("note: the model's answer looks like a tool call").await;
+    assert_eq!(server.requests().len(), 1, "nothing ran, nothing was sent again");
+}
