@@ -217,16 +217,48 @@ async fn a_call_the_tools_cannot_take_is_not_run_and_the_person_is_told_why() {
 }
 
 #[tokio::test]
-async fn text_mode_sends_no_tools_and_compact_ones_are_smaller() {
-    let server = MockServer::start(vec![Reply::text("ok"), Reply::text("ok")]).await;
+async fn text_mode_sends_no_tools_and_the_history_as_text() {
+    let (_, server) = echo_server("It printed hello.").await;
     let dirs = Dirs::new();
     let mut agent = local_agent(&server, &dirs, ToolCallMode::Text);
-    turn(&mut agent, "hi").await;
-    assert_eq!(server.requests()[0].body["tools"], json!(null));
+    let (outcome, events) = turn(&mut agent, "Run the command: echo hello").await;
+    assert!(matches!(outcome, TurnOutcome::Done { ref text, .. } if text == "It printed hello."));
+    assert_eq!(tool_calls(&events)[0].0, "run_shell");
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.body.get("tools").is_none()));
+    // No tool_calls and no `tool` role: the call as fenced JSON, its
+    // result as the agent's message.
+    let messages = requests[1].messages();
+    assert_eq!(messages.len(), 4);
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.get("tool_calls").is_none() && m["role"] != "tool")
+    );
+    let call = messages[2]["content"].as_str().unwrap();
+    assert!(
+        call.starts_with("```json\n{") && call.contains("\"echo hello\""),
+        "{call}"
+    );
+    let result = messages[3]["content"].as_str().unwrap();
+    assert_eq!(messages[3]["role"], "user");
+    assert!(
+        result.starts_with(
+            "[agent: the result of your run_shell call — not a message from the user]\nhello\n"
+        ),
+        "{result}"
+    );
+    server.assert_protocol();
+}
+
+#[tokio::test]
+async fn compact_tool_descriptions_are_smaller() {
+    let server = MockServer::start(vec![Reply::text("ok")]).await;
+    let dirs = Dirs::new();
     let mut agent = local_agent(&server, &dirs, ToolCallMode::Auto);
     agent.set_lean_tools(true);
     turn(&mut agent, "hi").await;
-    let compact = server.requests()[1].body["tools"].to_string().len();
+    let compact = server.requests()[0].body["tools"].to_string().len();
     let full = agent.registry().to_openai_json().to_string().len();
     assert!(compact * 2 < full, "{compact} of {full} bytes");
 }
@@ -442,6 +474,11 @@ async fn the_repl_says_when_an_answer_was_an_unexecuted_call() {
     tmux.wait_for("type a task").await;
     tmux.line("Run the command: echo hello");
     // At the start of its line, so the terminal's wrapping cannot split it.
-    tmux.wait_for("note: the model's answer looks like a tool call").await;
-    assert_eq!(server.requests().len(), 1, "nothing ran, nothing was sent again");
+    tmux.wait_for("note: the model's answer looks like a tool call")
+        .await;
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "nothing ran, nothing was sent again"
+    );
 }

@@ -6,12 +6,16 @@
 //! assistant message keeps the prose before it and carries `tool_calls`;
 //! the result follows as a `tool` message), the form OpenAI-compatible
 //! servers accept on the next request, so it goes through the loop, the
-//! policy and the watchdog like any other call.
+//! policy and the watchdog like any other call. With `tool_calls: "text"`
+//! the server may know nothing of tools, so requests carry the history as
+//! text instead ([`as_text_history`]): each call as the fenced JSON the
+//! model was asked to write, each result as a message marked as the
+//! agent's.
 
 use super::Agent;
 use super::messages::{recovered_calls, unexecuted_call};
 use crate::client::ModelResponse;
-use crate::protocol::{Event, EventSink};
+use crate::protocol::{Event, EventSink, Message, UserSource};
 use crate::tools::text_calls::{self, ToolCallMode};
 
 impl Agent {
@@ -70,4 +74,56 @@ impl Agent {
         self.tool_calls = mode;
         self.call_reader = reader;
     }
+}
+
+/// How a tool result starts when the history is sent as text.
+pub const TEXT_RESULT_HEAD: &str = "[agent: the result of your";
+
+/// The history as a server without tool support reads it: calls become
+/// fenced JSON in the assistant's text, results become messages marked as
+/// the agent's (the results of one response in one message).
+pub fn as_text_history(history: &[Message]) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(history.len());
+    for m in history {
+        match m {
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } if !tool_calls.is_empty() => {
+                let mut text = content.clone().unwrap_or_default();
+                for call in tool_calls {
+                    let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
+                        .unwrap_or(serde_json::Value::Null);
+                    let json = serde_json::json!({"name": call.name, "arguments": arguments});
+                    text.push_str(&format!("\n```json\n{json}\n```"));
+                }
+                out.push(Message::Assistant {
+                    content: Some(text.trim_start().to_string()),
+                    tool_calls: Vec::new(),
+                    reasoning: None,
+                });
+            }
+            Message::Tool { name, content, .. } => {
+                let note = format!(
+                    "{TEXT_RESULT_HEAD} {name} call — not a message from the user]\n{content}"
+                );
+                match out.last_mut() {
+                    Some(Message::User {
+                        content: previous,
+                        source: UserSource::Watchdog,
+                    }) if previous.starts_with(TEXT_RESULT_HEAD) => {
+                        previous.push_str("\n\n");
+                        previous.push_str(&note);
+                    }
+                    _ => out.push(Message::User {
+                        content: note,
+                        source: UserSource::Watchdog,
+                    }),
+                }
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    out
 }

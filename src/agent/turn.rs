@@ -316,9 +316,15 @@ impl Agent {
         self.flush_notices(sink);
         self.requests_this_turn += 1;
         let extra = self.request_options(sink).await;
-        let wired = self.wire.update(&self.history);
-        let body =
-            wire::request_body(self.model.name(), &self.history, tools, &extra).with_wire(wired);
+        // A server without tools reads calls and results as text.
+        let as_text;
+        let (messages, wired) = if self.tool_calls == ToolCallMode::Text {
+            as_text = super::recover::as_text_history(&self.history);
+            (&as_text[..], None)
+        } else {
+            (&self.history[..], self.wire.update(&self.history))
+        };
+        let body = wire::request_body(self.model.name(), messages, tools, &extra).with_wire(wired);
         let sent_len = self.history.len();
         sink.emit(Event::RequestStarted);
         let mut partial = String::new();
