@@ -225,11 +225,23 @@ fn is_blank(text: &str) -> bool {
 fn segments(text: &str) -> Vec<Segment> {
     let mut out = Vec::new();
     let mut at = 0;
-    while let Some((start, marker)) = MARKERS
-        .iter()
-        .filter_map(|m| sub(text, at..).find(m).map(|i| (at + i, *m)))
-        .min_by_key(|(i, _)| *i)
-    {
+    // Each marker's next position, searched again only once passed, so a
+    // hostile answer of many fences costs linear time, not quadratic.
+    let mut next: [Option<usize>; MARKERS.len()] = MARKERS.map(|m| text.find(m));
+    loop {
+        for (slot, marker) in next.iter_mut().zip(MARKERS) {
+            if slot.is_some_and(|i| i < at) {
+                *slot = sub(text, at..).find(marker).map(|i| at + i);
+            }
+        }
+        let Some((start, marker)) = next
+            .iter()
+            .zip(MARKERS)
+            .filter_map(|(slot, m)| slot.map(|i| (i, m)))
+            .min_by_key(|(i, _)| *i)
+        else {
+            break;
+        };
         let body_start = start + marker.len();
         let (end, calls) = match marker {
             "```" => fenced(text, body_start),
@@ -526,6 +538,16 @@ mod tests {
         let missing = "```json\n{\"name\": \"read_file\", \"arguments\": {}}\n```";
         let err = accept(parse(missing), &registry()).unwrap_err();
         assert!(err.contains("missing required field `path`"), "{err}");
+    }
+
+    #[test]
+    fn a_hostile_answer_of_many_fences_is_read_in_one_pass() {
+        // 4 MB of empty fences (the most one answer holds): scanning the
+        // rest of the text again for every fence would take hours here.
+        let text = "```\n```\n".repeat(500_000);
+        assert!(parse(&text).is_empty());
+        assert!(!looks_like_call(&text));
+        assert_eq!(leading_prose(&text).len(), text.trim().len());
     }
 
     #[test]
