@@ -482,3 +482,38 @@ async fn the_repl_says_when_an_answer_was_an_unexecuted_call() {
         "nothing ran, nothing was sent again"
     );
 }
+
+#[tokio::test]
+async fn native_calls_are_left_alone_under_auto() {
+    // The changed template's run: native calls, one response with prose
+    // before its calls, then the final answer.
+    let replies = [
+        "native-calls-hello-0019",
+        "native-calls-hello-0020",
+        "native-calls-hello-0021",
+    ]
+    .map(|name| Reply::recorded(&fixture(name), FAST))
+    .to_vec();
+    let server = MockServer::start(replies).await;
+    let dirs = Dirs::new();
+    let mut agent = local_agent(&server, &dirs, ToolCallMode::Auto);
+    let (outcome, events) = turn(&mut agent, "Create hello.py that prints hi, then run it.").await;
+    assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
+    let names: Vec<String> = tool_calls(&events).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["run_shell", "write_file", "run_shell", "read_file"]);
+    assert!(
+        !notices(&events)
+            .iter()
+            .any(|n| n.contains("recovered") || n.contains("looks like")),
+        "{:?}",
+        notices(&events)
+    );
+    // The recorded ids travel back as the server sent them.
+    let third = &server.requests()[2];
+    assert!(
+        third
+            .tool_result("n9IubHqonRlj2hjwVHB0ulJUSZUiAEq9")
+            .is_some()
+    );
+    server.assert_protocol();
+}
