@@ -157,15 +157,21 @@ pub fn leading_prose(text: &str) -> String {
     sub(text, ..start).trim().to_string()
 }
 
-/// Whether an answer holds something shaped like a call written as text:
-/// call markup, or a JSON object with `name` and `arguments` or
-/// `parameters` in it. For the notice when such an answer was not run.
+/// Whether an answer holds something shaped like a call written as text,
+/// wherever it stands: a fenced or bare JSON object of a call's shape, or
+/// call markup at the start of a line (markup named inside a sentence is
+/// prose). For the notice when such an answer was not run.
 pub fn looks_like_call(text: &str) -> bool {
-    if MARKERS[1..].iter().any(|m| text.contains(m)) {
+    if bare(text).is_some() {
         return true;
     }
-    let has = |key: &str| text.contains(&format!("\"{key}\""));
-    has("name") && (has("arguments") || has("parameters"))
+    segments(text).iter().any(|seg| {
+        let line_start = sub(text, ..seg.start)
+            .rsplit('\n')
+            .next()
+            .is_none_or(|before| before.trim().is_empty());
+        seg.calls.is_some() || (line_start && !sub(text, seg.start..).starts_with("```"))
+    })
 }
 
 /// Checks recovered calls against the registry and gives each an id. Every
@@ -553,9 +559,14 @@ mod tests {
     #[test]
     fn what_looks_like_a_call() {
         assert!(looks_like_call(PROSE[4]));
+        assert!(looks_like_call(PROSE[3]), "an example call still looks like one");
         assert!(looks_like_call("<tool_call>{oops</tool_call>"));
+        assert!(looks_like_call("Sure.\n<function=run_shell>{oops"));
         assert!(!looks_like_call("The answer is 42."));
-        assert!(!looks_like_call(PROSE[0]));
+        // Prose that shows JSON of another shape, or names the markup.
+        for text in [PROSE[0], PROSE[6], PROSE[7], PROSE[9]] {
+            assert!(!looks_like_call(text), "{text}");
+        }
     }
 
     #[test]
