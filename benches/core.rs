@@ -20,9 +20,9 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agent::client::StreamDecoder;
 use agent::client::sse::SseParser;
 use agent::client::wire;
+use agent::client::{Limits, StreamDecoder};
 use agent::protocol::{Message, ToolCall, ToolStatus};
 use agent::script::ScriptHost;
 use agent::setup;
@@ -177,10 +177,10 @@ fn recording() -> (Vec<u8>, Vec<Range<usize>>, Mix) {
 
 /// Decodes every response as the client does: a fresh decoder per
 /// response, fed in network-sized slices. Returns the tool calls seen.
-fn decode_all(stream: &[u8], ranges: &[Range<usize>]) -> usize {
+fn decode_all(stream: &[u8], ranges: &[Range<usize>], limits: Limits) -> usize {
     let mut calls = 0;
     for range in ranges {
-        let mut decoder = StreamDecoder::new();
+        let mut decoder = StreamDecoder::with_limits(limits);
         for slice in stream[range.clone()].chunks(SLICE) {
             black_box(decoder.feed(slice).unwrap());
             if decoder.done() {
@@ -205,13 +205,29 @@ fn sse(b: &mut Bench) {
         mix.other_chunks,
         SLICE >> 10
     );
-    assert_eq!(decode_all(&stream, &ranges), 3 * ranges.len());
+    assert_eq!(
+        decode_all(&stream, &ranges, Limits::default()),
+        3 * ranges.len()
+    );
     b.throughput(
         "sse: StreamDecoder::feed + finish (framing + assembly)",
         Some(Target::AboveMbps(200.0)),
         stream.len(),
         (1, 7),
-        || decode_all(&stream, &ranges),
+        || decode_all(&stream, &ranges, Limits::default()),
+    );
+    // The padding and chanting watch (client::repetition) switched off.
+    let unwatched = Limits {
+        max_blank_run: 0,
+        max_repeated_run: 0,
+        ..Limits::default()
+    };
+    b.throughput(
+        "sse:   the same without the repetition watch",
+        None,
+        stream.len(),
+        (1, 7),
+        || decode_all(&stream, &ranges, unwatched),
     );
     b.throughput(
         "sse:   of which SseParser::feed (framing only)",

@@ -171,10 +171,9 @@ impl Assembler {
     pub fn with_limits(limits: Limits) -> Self {
         Assembler {
             limits,
-            watch: Some(RepeatWatch::new(
-                limits.max_blank_run,
-                limits.max_repeated_run,
-            )),
+            // Both checks off: no watch at all.
+            watch: (limits.max_blank_run > 0 || limits.max_repeated_run > 0)
+                .then(|| RepeatWatch::new(limits.max_blank_run, limits.max_repeated_run)),
             ..Self::default()
         }
     }
@@ -256,8 +255,8 @@ impl Assembler {
         if let Some(t) = delta.content.filter(|t| !t.is_empty() && !self.cut) {
             let t = self.admit(t);
             if !t.is_empty() {
-                let cut = self.watch.as_mut().and_then(|w| w.push(&t));
                 self.content.push_str(&t);
+                let cut = self.watch.as_mut().and_then(|w| w.push(&self.content));
                 pieces.push(Piece::Text(t));
                 if let Some(cut) = cut {
                     self.content.truncate(cut.keep);

@@ -29,23 +29,28 @@ pub struct Cut {
     pub what: String,
 }
 
-/// Watches an answer's text for a stretch that says nothing.
+/// Watches an answer's text for a stretch that says nothing. It reads the
+/// answer in place (each call passes the whole text so far) and keeps only
+/// offsets into it, so watching costs one pass over the bytes and no copy.
+/// Lengths are in bytes (characters, for ASCII text); only ASCII
+/// whitespace counts as blank.
 #[derive(Debug, Default)]
 pub struct RepeatWatch {
     max_blank: usize,
     max_repeated: usize,
-    /// Bytes seen.
-    len: usize,
-    /// Whitespace characters at the end, and where they began.
+    /// Bytes of the answer already read.
+    seen: usize,
+    /// Whitespace bytes at the end, and where they began.
     blank_run: usize,
     blank_start: usize,
-    /// The line or sentence being read, the last whole one (trimmed), and
-    /// the characters of its repeats since its first occurrence ended.
-    unit: String,
-    last: String,
+    /// Where the line or sentence being read began; the last whole one
+    /// (trimmed, as a range of the text); the bytes of its repeats since
+    /// its first occurrence ended, and where that was.
+    unit_start: usize,
+    last: Option<(usize, usize)>,
     repeated: usize,
     repeats_from: usize,
-    prev: char,
+    prev: u8,
 }
 
 impl RepeatWatch {
@@ -58,14 +63,16 @@ impl RepeatWatch {
         }
     }
 
-    /// Reads more of the answer; `Some` once it should be cut.
+    /// Reads what `text` (the whole answer so far) added since the last
+    /// call; `Some` once the answer should be cut.
     pub fn push(&mut self, text: &str) -> Option<Cut> {
-        for c in text.chars() {
-            let at = self.len;
-            self.len += c.len_utf8();
-            if c.is_whitespace() {
+        let from = self.seen;
+        self.seen = text.len();
+        for (i, &b) in text.as_bytes().iter().enumerate().skip(from) {
+            let blank = b.is_ascii_whitespace();
+            if blank {
                 if self.blank_run == 0 {
-                    self.blank_start = at;
+                    self.blank_start = i;
                 }
                 self.blank_run += 1;
                 if self.max_blank > 0 && self.blank_run > self.max_blank {
@@ -77,18 +84,18 @@ impl RepeatWatch {
             } else {
                 self.blank_run = 0;
             }
-            self.unit.push(c);
-            let boundary = c == '\n' || (c.is_whitespace() && matches!(self.prev, '.' | '!' | '?'));
-            self.prev = c;
+            let boundary = b == b'\n' || (blank && matches!(self.prev, b'.' | b'!' | b'?'));
+            self.prev = b;
             if boundary {
-                self.end_unit();
+                self.end_unit(text, i + 1);
                 if self.max_repeated > 0 && self.repeated > self.max_repeated {
+                    let last = self.last.and_then(|(a, z)| text.get(a..z)).unwrap_or("");
                     return Some(Cut {
                         keep: self.repeats_from,
                         what: format!(
                             "the same line repeated for {} characters: {:?}",
                             self.repeated,
-                            crate::text::shorten(&self.last, 80)
+                            crate::text::shorten(last, 80)
                         ),
                     });
                 }
@@ -97,21 +104,32 @@ impl RepeatWatch {
         None
     }
 
-    fn end_unit(&mut self) {
-        let unit = std::mem::take(&mut self.unit);
+    /// Ends the unit that runs to `end` (just after its boundary).
+    fn end_unit(&mut self, text: &str, end: usize) {
+        let unit = text.get(self.unit_start..end).unwrap_or("");
+        let len = end - self.unit_start;
+        let lead = unit.len() - unit.trim_start().len();
         let trimmed = unit.trim();
-        let chars = unit.chars().count();
+        let range = (
+            self.unit_start + lead,
+            self.unit_start + lead + trimmed.len(),
+        );
+        self.unit_start = end;
         if trimmed.is_empty() {
             // Blank lines between repeats are part of the stretch.
             if self.repeated > 0 {
-                self.repeated += chars;
+                self.repeated += len;
             }
-        } else if trimmed == self.last {
-            self.repeated += chars;
+        } else if self
+            .last
+            .and_then(|(a, z)| text.get(a..z))
+            .is_some_and(|last| last == trimmed)
+        {
+            self.repeated += len;
         } else {
-            self.last = trimmed.to_string();
+            self.last = Some(range);
             self.repeated = 0;
-            self.repeats_from = self.len;
+            self.repeats_from = end;
         }
     }
 }
@@ -120,14 +138,21 @@ impl RepeatWatch {
 mod tests {
     use super::*;
 
+    /// Appends `piece` to the answer and lets the watch read it.
+    fn feed(w: &mut RepeatWatch, answer: &mut String, piece: &str) -> Option<Cut> {
+        answer.push_str(piece);
+        w.push(answer)
+    }
+
     #[test]
     fn padding_is_cut_where_it_began() {
         let mut w = RepeatWatch::new(MAX_BLANK_RUN, MAX_REPEATED_RUN);
+        let mut answer = String::new();
         let head = "```json\n{\"name\": \"run_shell\"}\n```";
-        assert_eq!(w.push(head), None);
+        assert_eq!(feed(&mut w, &mut answer, head), None);
         let mut cut = None;
         for _ in 0..1000 {
-            if let Some(c) = w.push("\n") {
+            if let Some(c) = feed(&mut w, &mut answer, "\n") {
                 cut = Some(c);
                 break;
             }
@@ -140,16 +165,15 @@ mod tests {
     #[test]
     fn a_chanted_sentence_is_cut_after_its_first_copy() {
         let mut w = RepeatWatch::new(MAX_BLANK_RUN, MAX_REPEATED_RUN);
+        let mut answer = String::new();
         let intro = "Here is the plan.\n";
-        assert_eq!(w.push(intro), None);
+        assert_eq!(feed(&mut w, &mut answer, intro), None);
         let sentence = "I will run the command now. ";
-        let mut fed = intro.len();
         let cut = loop {
-            fed += sentence.len();
-            if let Some(c) = w.push(sentence) {
+            if let Some(c) = feed(&mut w, &mut answer, sentence) {
                 break c;
             }
-            assert!(fed < 10_000, "never cut");
+            assert!(answer.len() < 10_000, "never cut");
         };
         assert_eq!(cut.keep, intro.len() + sentence.len());
         assert!(
@@ -159,8 +183,22 @@ mod tests {
         );
         // Repeated lines with blank lines between them count too.
         let mut w = RepeatWatch::new(MAX_BLANK_RUN, 100);
-        let cut = (0..50).find_map(|_| w.push("all good\n\n"));
-        assert!(cut.is_some());
+        let mut answer = String::new();
+        let cut = (0..50).find_map(|_| feed(&mut w, &mut answer, "all good\n\n"));
+        assert_eq!(cut.map(|c| c.keep), Some("all good\n".len()));
+        // Pieces of any size read the same (non-ASCII text included).
+        let text = format!("é plan.\n{}", "ça va.\n".repeat(40));
+        let expected = RepeatWatch::new(0, 50).push(&text);
+        assert!(expected.is_some());
+        let chars: Vec<char> = text.chars().collect();
+        for size in 1..20 {
+            let mut w = RepeatWatch::new(0, 50);
+            let mut answer = String::new();
+            let got = chars
+                .chunks(size)
+                .find_map(|piece| feed(&mut w, &mut answer, &piece.iter().collect::<String>()));
+            assert_eq!(got, expected, "pieces of {size}");
+        }
     }
 
     #[test]
@@ -176,6 +214,7 @@ mod tests {
         // Zero turns the checks off.
         let mut off = RepeatWatch::new(0, 0);
         assert_eq!(off.push(&"\n".repeat(10_000)), None);
+        let mut off = RepeatWatch::new(0, 0);
         assert_eq!(off.push(&"same.\n".repeat(10_000)), None);
     }
 }

@@ -559,7 +559,10 @@ mod tests {
     #[test]
     fn what_looks_like_a_call() {
         assert!(looks_like_call(PROSE[4]));
-        assert!(looks_like_call(PROSE[3]), "an example call still looks like one");
+        assert!(
+            looks_like_call(PROSE[3]),
+            "an example call still looks like one"
+        );
         assert!(looks_like_call("<tool_call>{oops</tool_call>"));
         assert!(looks_like_call("Sure.\n<function=run_shell>{oops"));
         assert!(!looks_like_call("The answer is 42."));
