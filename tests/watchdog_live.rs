@@ -35,8 +35,9 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
 
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "stopped well before the 12-turn budget");
-    // By default (note_placement: "tool_result") the note follows the
-    // last tool result, and restates the request and what was returned.
+    // By default (note_placement: "auto") a hosted model with native calls
+    // gets the note as a message of its own after the last tool result;
+    // it restates the request and what was returned.
     let repairs: Vec<&str> = requests[3]
         .messages()
         .iter()
@@ -44,7 +45,14 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
         .filter_map(|c| c.find("[agent watchdog").map(|i| &c[i..]))
         .collect();
     assert_eq!(repairs.len(), 1, "exactly one repair prompt");
-    assert_eq!(requests[3].messages().last().unwrap()["role"], "tool");
+    let last = requests[3].messages().last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .contains("[agent watchdog")
+    );
     let repair = repairs[0];
     assert!(
         repair.contains("repeated_action") && repair.contains("ran 3 times"),

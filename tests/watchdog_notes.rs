@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use agent::agent::{Agent, TurnOutcome};
 use agent::script::{Origin, WATCHDOG, compile, watchdog};
+use agent::tools::text_calls::{BuiltinReader, ToolCallMode};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -68,12 +69,17 @@ async fn the_repair_note_restates_the_request_after_the_last_tool_result() {
     let server = MockServer::start(replies).await;
     let dirs = Dirs::new();
     let mut agent = agent_for(&server.base_url, &dirs);
+    // A local model's profile (tool_calls "auto").
+    agent.set_tool_calls(ToolCallMode::Auto, Arc::new(BuiltinReader));
     let outcome = turn(&mut agent, "Run the command: echo hello").await;
     assert!(matches!(outcome, TurnOutcome::Done { ref text, .. } if text == "hello"));
     let requests = server.requests();
     assert_eq!(requests.len(), 4);
     let (role, note) = note_in(requests[3].messages()).expect("the repair note was sent");
-    assert_eq!(role, "tool", "appended to the last tool result by default");
+    assert_eq!(
+        role, "tool",
+        "note_placement \"auto\": appended to the last tool result for a local model"
+    );
     assert!(
         note.contains("The person asked: Run the command: echo hello")
             && note.contains("Your calls already returned: run_shell: hello")
@@ -81,6 +87,31 @@ async fn the_repair_note_restates_the_request_after_the_last_tool_result() {
         "{note}"
     );
     server.assert_protocol();
+}
+
+#[tokio::test]
+async fn with_native_tool_calls_the_note_stays_a_message_of_its_own() {
+    let mut replies = repeated_echo();
+    replies.push(Reply::text("hello"));
+    let server = MockServer::start(replies).await;
+    let dirs = Dirs::new();
+    let mut agent = agent_for(&server.base_url, &dirs);
+    turn(&mut agent, "Run the command: echo hello").await;
+    let requests = server.requests();
+    let (role, _) = note_in(requests[3].messages()).expect("the repair note was sent");
+    assert_eq!(role, "user", "the hosted path is as it was");
+    // Asked for, a native model gets it in the tool result too.
+    let server = MockServer::start({
+        let mut r = repeated_echo();
+        r.push(Reply::text("hello"));
+        r
+    })
+    .await;
+    let mut agent = agent_for(&server.base_url, &dirs);
+    with_settings(&dirs, &mut agent, "note_placement: \"tool_result\"");
+    turn(&mut agent, "Run the command: echo hello").await;
+    let (role, _) = note_in(server.requests()[3].messages()).expect("the repair note was sent");
+    assert_eq!(role, "tool");
 }
 
 #[tokio::test]

@@ -167,6 +167,13 @@ impl Agent {
             .as_ref()
             .map(|j| j.settings().note_placement)
             .unwrap_or_default();
+        let placement = match placement {
+            NotePlacement::Auto if self.tool_calls == ToolCallMode::Native => {
+                NotePlacement::Message
+            }
+            NotePlacement::Auto => NotePlacement::ToolResult,
+            chosen => chosen,
+        };
         if placement == NotePlacement::ToolResult
             && let Some(Message::Tool { content, .. }) = self.history.last_mut()
         {

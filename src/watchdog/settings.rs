@@ -50,9 +50,13 @@ pub struct Settings {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotePlacement {
+    /// `ToolResult` for models whose calls are read from text (local
+    /// models, `tool_calls` "auto" or "text"), `Message` for native ones:
+    /// the hosted path stays as it was.
+    #[default]
+    Auto,
     /// Appended to the last tool result, which the model reads as the
     /// outcome of its own call (a separate message when there is none).
-    #[default]
     ToolResult,
     /// A message of its own, marked as the agent's. Small models tend to
     /// answer such a note instead of the person's request.
