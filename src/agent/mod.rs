@@ -278,6 +278,12 @@ impl Agent {
         self.usage
     }
 
+    /// Raises the watchdog's hard cap by `extra` turns for the next (or
+    /// continued) user turn; returns that cap (`/budget +N`).
+    pub fn raise_cap(&mut self, extra: u32) -> Option<u32> {
+        self.judge.as_mut().map(|j| j.raise_cap(extra))
+    }
+
     /// Turns used and the limit of the current user turn.
     pub fn budget(&self) -> Budget {
         self.judge.as_ref().map(Judge::budget).unwrap_or_default()

@@ -86,7 +86,10 @@ impl Agent {
             let verdict = self
                 .on_judge(move |j| j.end_turn(&text, records, &|line| runtime.redact(line)))
                 .await;
-            if calls.is_empty() && !response.content.trim().is_empty() {
+            // A text-only turn is the answer, unless the watchdog caught it
+            // announcing: then the repair (or the stop) goes on the loop.
+            let caught = matches!(verdict, Some(Verdict::Repair { .. } | Verdict::Stop { .. }));
+            if calls.is_empty() && !response.content.trim().is_empty() && !caught {
                 return Ok(TurnOutcome::Done {
                     text: response.content,
                     finish_reason: response.finish_reason,

@@ -244,6 +244,10 @@ fn command(
                 eprintln!("  {}{mark}: {first}", tool.spec().name);
             }
         }
+        Input::RaiseBudget(extra) => match agent.raise_cap(extra) {
+            Some(cap) => eprintln!("  the next turn may use up to {cap} model turns"),
+            None => sink.error("there is no watchdog to raise the cap of"),
+        },
         Input::Budget => {
             let budget = agent.budget();
             eprintln!(
