@@ -499,6 +499,9 @@ impl Watchdog {
             if self.turn.turns > 0 {
                 let workspace = self.turn.workspace.clone();
                 self.begin_user_turn(workspace);
+            } else {
+                let extra = std::mem::take(&mut self.pending_extra);
+                self.turn.extra_cap = self.turn.extra_cap.saturating_add(extra);
             }
             self.turn.asked = user.clone();
         }
