@@ -155,7 +155,14 @@ async fn near_identical_files_are_stopped() {
 #[tokio::test]
 async fn distinct_modules_finish() {
     let dirs = Dirs::new();
-    let names = ["parser", "lexer", "codegen", "optimizer", "linker", "loader"];
+    let names = [
+        "parser",
+        "lexer",
+        "codegen",
+        "optimizer",
+        "linker",
+        "loader",
+    ];
     let mut replies: Vec<Reply> = names
         .iter()
         .enumerate()
@@ -177,7 +184,10 @@ fn distinct_reads(dirs: &Dirs, n: usize) -> Vec<Reply> {
             let path = format!("src/module_{i}.rs");
             dirs.write(
                 &path,
-                &format!("pub fn handle_{i}() -> u32 {{\n    {}\n}}\n", i * 7919 % 1013),
+                &format!(
+                    "pub fn handle_{i}() -> u32 {{\n    {}\n}}\n",
+                    i * 7919 % 1013
+                ),
             );
             calls(i, &[("read_file", json!({ "path": path }))])
         })
@@ -228,11 +238,7 @@ async fn real_pages_finish() {
         .map(|p| {
             dirs.write(
                 &format!("pages/{p}.json"),
-                &format!(
-                    "{{\"page\":{p},\"items\":[{},{}]}}",
-                    p * 37 + 5,
-                    p * 91 + 2
-                ),
+                &format!("{{\"page\":{p},\"items\":[{},{}]}}", p * 37 + 5, p * 91 + 2),
             );
             calls(p, &[shell(&format!("cat pages/{p}.json"))])
         })
@@ -281,11 +287,13 @@ async fn the_same_announcement_without_a_call_is_stopped() {
     let cancel = CancellationToken::new();
     let mut outcomes = Vec::new();
     for ask in ["Fix the failing tests", "Go ahead"] {
-        let outcome =
-            tokio::time::timeout(STEP_TIMEOUT, agent.run_turn(ask, &Recorder::default(), &cancel))
-                .await
-                .unwrap()
-                .unwrap();
+        let outcome = tokio::time::timeout(
+            STEP_TIMEOUT,
+            agent.run_turn(ask, &Recorder::default(), &cancel),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         outcomes.push(outcome);
     }
     assert!(matches!(outcomes[0], TurnOutcome::Done { .. }));
@@ -309,11 +317,13 @@ async fn the_same_answer_twice_finishes() {
     let mut agent = agent_for(&server.base_url, &dirs);
     let cancel = CancellationToken::new();
     for ask in ["Which port does the server use?", "Which port again?"] {
-        let outcome =
-            tokio::time::timeout(STEP_TIMEOUT, agent.run_turn(ask, &Recorder::default(), &cancel))
-                .await
-                .unwrap()
-                .unwrap();
+        let outcome = tokio::time::timeout(
+            STEP_TIMEOUT,
+            agent.run_turn(ask, &Recorder::default(), &cancel),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
     }
     assert_eq!(server.requests().len(), 2);

@@ -284,6 +284,11 @@ impl Agent {
         self.judge.as_mut().map(|j| j.raise_cap(extra))
     }
 
+    /// The hard cap of the current user turn, when there is a watchdog.
+    pub fn hard_cap(&self) -> Option<u32> {
+        self.judge.as_ref().map(Judge::hard_cap)
+    }
+
     /// Turns used and the limit of the current user turn.
     pub fn budget(&self) -> Budget {
         self.judge.as_ref().map(Judge::budget).unwrap_or_default()

@@ -31,14 +31,30 @@ pub fn after_call(
         stats.last_raw = Some(seen.raw);
         let outcome = (seen.outcome, seen.state.clone());
         let (key, output) = (&seen.key, &call.output);
-        fired.extend(repeated_call(stats, s, key, outcome, seen.is_wait, progress, output));
+        fired.extend(repeated_call(
+            stats,
+            s,
+            key,
+            outcome,
+            seen.is_wait,
+            progress,
+            output,
+        ));
         if seen.is_wait && !progress {
             t.notice = waiting::wait_notice(s, stats.same).or(t.notice.take());
         }
     }
     let shape = t.shapes.entry(seen.shape.clone()).or_default();
     let (key, output) = (&seen.key, &call.output);
-    fired.extend(counter_args(shape, s, key, seen.outcome, seen.is_wait, progress, output));
+    fired.extend(counter_args(
+        shape,
+        s,
+        key,
+        seen.outcome,
+        seen.is_wait,
+        progress,
+        output,
+    ));
     let echo = seen.counter_echo && !seen.is_wait;
     fired.extend(outcomes::counter_echo(shape, s, key, echo, output));
     if seen.failed && !seen.is_wait {
@@ -485,5 +501,4 @@ mod tests {
         assert!(stagnation(&mut t, &s, &record, true, false).is_none());
         assert_eq!(t.no_progress_turns, 0);
     }
-
 }

@@ -223,8 +223,10 @@ mod tests {
     #[test]
     fn a_probe_after_a_start_is_waiting_and_one_without_is_not() {
         let s = crate::watchdog::tests::settings();
-        let mut t = UserTurn::default();
-        t.turns = 1;
+        let mut t = UserTurn {
+            turns: 1,
+            ..UserTurn::default()
+        };
         let start = observe_call(&mut t, &s, &shell("./server &", "[1] 42", 0, "w"));
         assert!(!start.waiting && !start.is_wait);
         t.turns = 2;

@@ -403,5 +403,4 @@ mod tests {
         assert!(announcing(&mut state, &s, &answer).is_none());
         assert!(announcing(&mut state, &s, &answer).is_none());
     }
-
 }

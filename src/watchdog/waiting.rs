@@ -21,8 +21,7 @@ pub fn is_waiting(t: &mut UserTurn, s: &Settings, command: &str, failed_probe: b
     }
     let waiting = failed_probe
         && on(s.wait_window)
-        && t
-            .started_at
+        && t.started_at
             .is_some_and(|at| t.turns.saturating_sub(at) <= s.wait_window);
     if waiting {
         t.started_at = Some(t.turns);

@@ -250,8 +250,12 @@ fn command(
         },
         Input::Budget => {
             let budget = agent.budget();
+            let cap = agent
+                .hard_cap()
+                .map(|c| format!(" (hard cap {c}; /budget +N raises it for the next turn)"))
+                .unwrap_or_default();
             eprintln!(
-                "  {} of {} turns used in the current turn's budget",
+                "  {} of {} turns used in the current turn's budget{cap}",
                 budget.used, budget.limit
             );
         }
