@@ -355,20 +355,13 @@ pub fn cycle_period(seq: &[(u64, bool)], cycles: usize) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::protocol::ToolStatus;
-    use serde_json::json;
 
     fn settings() -> Settings {
         crate::watchdog::tests::settings()
     }
 
     fn call(command: &str, status: ToolStatus, output: &str) -> CallRecord {
-        CallRecord {
-            name: "run_shell".into(),
-            input: json!({ "command": command }),
-            status,
-            output: output.into(),
-            ..CallRecord::default()
-        }
+        crate::watchdog::tests::shell_call(command, status, output)
     }
 
     #[test]

@@ -709,14 +709,22 @@ pub(crate) mod tests {
         }
     }
 
+    /// A `run_shell` call, for the watchdog's unit tests.
+    pub fn shell_call(command: &str, status: ToolStatus, output: &str) -> CallRecord {
+        CallRecord {
+            name: "run_shell".into(),
+            input: serde_json::json!({ "command": command }),
+            status,
+            output: output.into(),
+            ..CallRecord::default()
+        }
+    }
+
     fn shell(command: &str, output: &str) -> TurnRecord {
         TurnRecord {
             calls: vec![CallRecord {
-                name: "run_shell".into(),
-                input: serde_json::json!({ "command": command }),
-                output: output.into(),
                 workspace: Some("w".into()),
-                ..CallRecord::default()
+                ..shell_call(command, ToolStatus::Ok, output)
             }],
             ..TurnRecord::default()
         }

@@ -249,13 +249,7 @@ mod tests {
     }
 
     fn call(command: &str, status: ToolStatus, output: &str) -> CallRecord {
-        CallRecord {
-            name: "run_shell".into(),
-            input: json!({ "command": command }),
-            status,
-            output: output.into(),
-            ..CallRecord::default()
-        }
+        crate::watchdog::tests::shell_call(command, status, output)
     }
 
     #[test]
