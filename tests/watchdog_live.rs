@@ -65,16 +65,23 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
     cmd.arg("replay").arg(&runs[0]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let verdicts: Vec<String> = stdout(&out)
+    let lines: Vec<serde_json::Value> = stdout(&out)
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["verdict"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l["verdict"].as_str().unwrap())
         .collect();
     assert_eq!(verdicts, ["continue", "continue", "repair", "stop"]);
+    // Which detector fired, and why.
+    assert_eq!(lines[2]["rule"], "repeated_action");
+    assert_eq!(
+        lines[2]["message"],
+        agent::watchdog::messages::REPEATED_ACTION
+    );
+    let evidence = lines[2]["evidence"].as_str().unwrap();
+    assert!(evidence.contains("ran 3 times"), "{evidence}");
 }
 
 #[tokio::test]
