@@ -82,7 +82,14 @@ pub struct Settings {
 impl Settings {
     /// Reads settings from JSON (the merged `settings()` map).
     pub fn from_json(value: serde_json::Value) -> Result<Settings, String> {
-        serde_json::from_value(value).map_err(|e| e.to_string())
+        let old_cap = value.get("hard_cap_multiplier").is_some();
+        serde_json::from_value(value).map_err(|e| {
+            if old_cap {
+                format!("{e}; {HARD_CAP_RENAMED}")
+            } else {
+                e.to_string()
+            }
+        })
     }
 
     /// Every detector off and a budget that never runs out: what runs when
@@ -135,7 +142,29 @@ impl Settings {
     }
 }
 
+/// What a `watchdog.rhai` written before issue 16 is told.
+pub const HARD_CAP_RENAMED: &str = "hard_cap_multiplier is gone: set hard_cap, the most model turns per user message (250 by default)";
+
 /// Whether a threshold is switched on.
 pub fn on(threshold: u32) -> bool {
     threshold > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_multiplier_is_named_with_its_replacement() {
+        let mut map = serde_json::to_value(Settings::disabled()).unwrap();
+        map["hard_cap_multiplier"] = serde_json::json!(4);
+        let err = Settings::from_json(map).unwrap_err();
+        assert!(err.contains(HARD_CAP_RENAMED), "{err}");
+        let typo = serde_json::json!({"base_budjet": 3});
+        assert!(
+            !Settings::from_json(typo)
+                .unwrap_err()
+                .contains(HARD_CAP_RENAMED)
+        );
+    }
 }
