@@ -430,6 +430,13 @@ fn watchdog(b: &mut Bench) {
         is_write: false,
         workspace_changed: false,
         workspace_seen: false,
+        raw_changed: true,
+        output_small: false,
+        waiting: false,
+        counter_echo: false,
+        same_failure_after_edits: 0,
+        near_duplicates: 0,
+        quiet_turns: 0,
     };
     let dir = tempfile::tempdir().unwrap();
     let (host, _) = ScriptHost::load(dir.path());

@@ -24,6 +24,8 @@
 //!   allow-list, `/proc` of the agent, every encoded form of a secret.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
+//! - `watchdog_classes`: each runaway class of issue 16 live (exit 4, the rule named) and its
+//!   look-alike real work (exit 0), through the built binary.
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 //! - `watchdog_notes`: the watchdog's notes as a small model reads them:
 //!   placement, the restated request, the summary turn that answers it.
@@ -52,6 +54,7 @@ mod search;
 mod secrets;
 mod setup;
 mod turn_loop;
+mod watchdog_classes;
 mod watchdog_live;
 mod watchdog_notes;
 mod watchdog_scenarios;

@@ -646,3 +646,31 @@ async fn a_running_command_shows_its_time_and_last_line_live() {
     assert!(printed(&screen, "second-step"), "{screen}");
     assert!(!screen.contains("running run_shell…"), "{screen}");
 }
+
+/// `/budget +100` raises the watchdog's hard cap for the next turn only,
+/// and `/budget` shows the cap of the current one.
+#[tokio::test]
+async fn budget_plus_n_raises_the_hard_cap_for_one_turn() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::text("First answer."),
+        Reply::text("Second answer."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("/budget +100");
+    tmux.wait_for("the next turn may use up to 350 model turns")
+        .await;
+    tmux.line("first");
+    tmux.wait_for("First answer.").await;
+    tmux.line("/budget");
+    tmux.wait_for("(hard cap 350;").await;
+    tmux.line("second");
+    tmux.wait_for("Second answer.").await;
+    tmux.line("/budget");
+    tmux.wait_for("(hard cap 250;").await;
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+    assert_eq!(server.requests().len(), 2);
+}

@@ -77,16 +77,23 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
     cmd.arg("replay").arg(&runs[0]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let verdicts: Vec<String> = stdout(&out)
+    let lines: Vec<serde_json::Value> = stdout(&out)
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["verdict"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let verdicts: Vec<&str> = lines
+        .iter()
+        .map(|l| l["verdict"].as_str().unwrap())
         .collect();
     assert_eq!(verdicts, ["continue", "continue", "repair", "stop"]);
+    // Which detector fired, and why.
+    assert_eq!(lines[2]["rule"], "repeated_action");
+    assert_eq!(
+        lines[2]["message"],
+        agent::watchdog::messages::REPEATED_ACTION
+    );
+    let evidence = lines[2]["evidence"].as_str().unwrap();
+    assert!(evidence.contains("ran 3 times"), "{evidence}");
 }
 
 #[tokio::test]
@@ -228,4 +235,54 @@ async fn an_empty_response_gets_one_nudge() {
         .unwrap()
         .to_string();
     assert!(nudge.contains("empty_response"), "{nudge}");
+}
+
+/// A model polling `date +%s%N` 15 times (each output a new value) and
+/// then answering is never stopped: exit 0.
+#[tokio::test]
+async fn a_model_polling_the_clock_fifteen_times_finishes_with_exit_0() {
+    let dirs = Dirs::new();
+    let mut replies: Vec<Reply> = (0..15)
+        .map(|i| {
+            Reply::tools(
+                Shape::OpenAi,
+                &[(&format!("d{i}"), "run_shell", r#"{"command":"date +%s%N"}"#)],
+            )
+        })
+        .collect();
+    replies.push(Reply::text("The clock moves."));
+    let server = MockServer::start(replies).await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "watch the clock"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert_eq!(server.requests().len(), 16);
+    assert!(stdout(&out).contains("The clock moves."));
+    server.assert_protocol();
+}
+
+/// A 200-step diligent run — each step writes a new file — then a final
+/// answer: it finishes under the default scripts with exit 0.
+#[tokio::test]
+async fn a_two_hundred_step_diligent_run_finishes_with_exit_0() {
+    let dirs = Dirs::new();
+    let mut replies: Vec<Reply> = (0..200)
+        .map(|i| {
+            let args = serde_json::json!({
+                "path": format!("notes/step_{i}.txt"),
+                "content": format!("step {i}: {}\n", "ab".repeat(i % 7 + 1)),
+            })
+            .to_string();
+            Reply::tools(Shape::OpenAi, &[(&format!("w{i}"), "write_file", &args)])
+        })
+        .collect();
+    replies.push(Reply::text("All 200 steps done."));
+    let server = MockServer::start(replies).await;
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "do the 200 steps"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert_eq!(server.requests().len(), 201);
+    assert!(stdout(&out).contains("All 200 steps done."));
+    assert!(dirs.workspace.join("notes/step_199.txt").exists());
 }

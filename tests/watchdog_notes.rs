@@ -81,8 +81,7 @@ async fn the_repair_note_restates_the_request_after_the_last_tool_result() {
         "note_placement \"auto\": appended to the last tool result for a local model"
     );
     assert!(
-        note.contains("The person asked: Run the command: echo hello")
-            && note.contains("Your calls already returned: run_shell: hello")
+        note.contains("The person asked: Run the command: echo hello\nYour calls already returned: run_shell: hello")
             && note.contains("answer it now without tools"),
         "{note}"
     );
@@ -166,7 +165,7 @@ async fn the_summary_turn_answers_the_request() {
     with_settings(
         &dirs,
         &mut agent,
-        "base_budget: 2, hard_cap_multiplier: 1, notice_when_left: 0",
+        "base_budget: 2, hard_cap: 2, notice_when_left: 0",
     );
     let outcome = turn(&mut agent, "Print one and two").await;
     let TurnOutcome::Stopped { summary, .. } = outcome else {

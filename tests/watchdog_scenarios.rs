@@ -725,10 +725,11 @@ fn second_loop_after_a_repair_must_trip_with_a_stop() {
 }
 
 /// A diligent agent that makes progress every turn has its budget renewed
-/// up to the hard cap (4 x 12 = 48 turns), and only then is it stopped.
+/// up to the hard cap (250 turns since issue 16; it was 4 x 12 = 48), and
+/// only then is it stopped.
 #[test]
 fn diligent_agent_is_renewed_up_to_the_hard_cap_then_stopped() {
-    let turns: Vec<TurnRecord> = (1..=60)
+    let turns: Vec<TurnRecord> = (1..=260)
         .map(|i| {
             turn(vec![edit(
                 "src/app.rs",
@@ -740,27 +741,28 @@ fn diligent_agent_is_renewed_up_to_the_hard_cap_then_stopped() {
         .collect();
     let v = verdicts(&turns);
     let log = dump(&v);
-    assert_eq!(v.len(), 48, "{log}");
-    for (n, verdict) in &v[..47] {
+    assert_eq!(v.len(), 250, "{log}");
+    for (n, verdict) in &v[..249] {
         assert!(
             matches!(verdict.kind(), VerdictKind::Continue | VerdictKind::Notice),
             "turn {n}:\n{log}"
         );
     }
-    // Renewed at turns 10, 22 and 34; notices only before the cap.
+    // Renewed at turns 10, 22, 34... up to the cap.
     let limits: Vec<u32> = v.iter().map(|(_, v)| v.budget().limit).collect();
     assert_eq!(limits[8], 12);
     assert_eq!(limits[9], 24);
     assert_eq!(limits[21], 36);
-    assert_eq!(limits[33], 48);
+    assert_eq!(limits[249], 250);
     let notices: Vec<usize> = v
         .iter()
         .filter(|(_, v)| v.kind() == VerdictKind::Notice)
         .map(|(n, _)| *n)
         .collect();
-    assert_eq!(notices, [46, 47], "{log}");
-    let (n, last) = &v[47];
-    assert_eq!(*n, 48);
+    assert_eq!(notices, [248, 249], "{log}");
+    assert!(v[247].1.reason().contains("2 of 250 turns left"), "{log}");
+    let (n, last) = &v[249];
+    assert_eq!(*n, 250);
     assert_eq!(last.kind(), VerdictKind::Stop);
     assert!(last.reason().starts_with("hard_cap"), "{log}");
     assert!(
@@ -913,9 +915,11 @@ fn tests_rerun_between_edits_must_not_trip() {
 }
 
 /// The same, with the edit and the test run in one response each time.
+/// (Three identical failures: since issue 16, a fourth after yet another
+/// edit is flailing.)
 #[test]
 fn edit_and_test_in_one_response_must_not_trip() {
-    let mut turns: Vec<TurnRecord> = (1..=5)
+    let mut turns: Vec<TurnRecord> = (1..=3)
         .map(|i| {
             turn(vec![
                 edit(
@@ -929,7 +933,7 @@ fn edit_and_test_in_one_response_must_not_trip() {
         })
         .collect();
     turns.push(turn(vec![
-        edit("src/parse.rs", "v6", "v7", "ws-6"),
+        edit("src/parse.rs", "v4", "v5", "ws-6"),
         shell("cargo test", CARGO_TEST_PASS, 0),
     ]));
     runs_clean(&turns);
@@ -1259,5 +1263,543 @@ fn replay_text_parse_error_names_the_line() {
         err.to_string()
             .contains("status must be \"completed\" or \"failed\", not \"done\""),
         "{err}"
+    );
+}
+
+// ---- Watchdog II (issue 16): each class, must trip and must not trip ----
+
+/// A `write_file` of generated content at `path`.
+fn generate(path: &str, content: &str, ws: &str) -> CallRecord {
+    let mut call = write(path, content, ws);
+    call.output = format!("Wrote {} bytes to {path} (a new file)", content.len());
+    call
+}
+
+/// Polling a clock: every output is a new value, though masking hides it.
+#[test]
+fn date_polled_fifteen_times_must_not_trip() {
+    let turns: Vec<TurnRecord> = (0..15u64)
+        .map(|i| {
+            turn(vec![shell(
+                "date +%s%N",
+                &format!("{}", 1_764_672_000_123_456_789u64 + i * 1_000_003),
+                0,
+            )])
+        })
+        .collect();
+    runs_clean(&turns);
+}
+
+/// A small JSON status whose timestamp moves is news to a poll.
+#[test]
+fn status_poll_with_a_moving_timestamp_must_not_trip() {
+    let turns: Vec<TurnRecord> = (0..10)
+        .map(|i| {
+            turn(vec![shell(
+                "curl -s localhost:8080/status",
+                &format!("{{\"ts\":{},\"state\":\"running\"}}", 1_764_672_000 + i),
+                0,
+            )])
+        })
+        .collect();
+    runs_clean(&turns);
+}
+
+/// A training log polled: the epoch counter and the numbers move.
+#[test]
+fn epoch_counter_poll_must_not_trip() {
+    let turns: Vec<TurnRecord> = (1..=12)
+        .map(|e| {
+            turn(vec![shell(
+                "tail -n 3 train.log",
+                &format!(
+                    "2026-12-02T10:{e:02}:00Z epoch {e}/12\n  loss 0.{}\n  eval accuracy {}%",
+                    90 - e,
+                    60 + e
+                ),
+                0,
+            )])
+        })
+        .collect();
+    runs_clean(&turns);
+}
+
+/// A larger output in which only a pid and a clock move is the same
+/// outcome: re-running the status script is a repeat.
+#[test]
+fn status_where_only_the_pid_and_clock_move_must_trip() {
+    let mut turns = orientation();
+    turns.extend((0..6).map(|i| {
+        turn(vec![shell(
+            "./status.sh",
+            &format!(
+                "server: stopped\nlast pid {}\nlast exit at 10:0{i}:13: code 1\nsee logs/server.log",
+                4000 + i
+            ),
+            0,
+        )])
+    }));
+    assert_eq!(trips(&turns, 3, "repeated_action"), (3, 4));
+}
+
+/// "Address in use" with a new port each time: masking the port shows the
+/// calls all fail the same way.
+#[test]
+fn address_in_use_on_every_port_must_trip() {
+    let mut turns = orientation();
+    turns.extend((1..=6).map(|n| {
+        turn(vec![shell(
+            &format!("PORT=300{n} npm start"),
+            &format!("Error: listen EADDRINUSE: address already in use :::300{n}"),
+            1,
+        )])
+    }));
+    assert_eq!(trips(&turns, 3, "counter_args"), (3, 4));
+}
+
+/// A server started with `&`, then a health check without any wait word
+/// that is refused six times before it answers: waiting, not looping.
+#[test]
+fn health_check_after_a_background_start_must_not_trip() {
+    let refused =
+        "curl: (7) Failed to connect to localhost port 3000 after 0 ms: Connection refused";
+    let mut turns = vec![turn(vec![shell(
+        "npm run dev > dev.log 2>&1 &",
+        "[1] 4242",
+        0,
+    )])];
+    turns.extend(times(
+        6,
+        turn(vec![shell("curl -sf localhost:3000/health", refused, 7)]),
+    ));
+    turns.push(turn(vec![shell(
+        "curl -sf localhost:3000/health",
+        "{\"ok\":true}",
+        0,
+    )]));
+    turns.push(answer("The dev server is up."));
+    runs_clean(&turns);
+    // The fifth identical poll gets a back-off hint.
+    let v = verdicts(&turns);
+    let notes: Vec<&(usize, Verdict)> = v
+        .iter()
+        .filter(|(_, v)| v.kind() == VerdictKind::Notice)
+        .collect();
+    assert_eq!(notes.len(), 1, "{}", dump(&v));
+    assert!(notes[0].1.reason().contains("Back off"), "{}", dump(&v));
+}
+
+/// `docker run -d`, then `pg_isready` (no sleep) until the database is up.
+#[test]
+fn database_probe_after_docker_run_must_not_trip() {
+    let mut turns = vec![turn(vec![shell(
+        "docker run -d --name db -p 5432:5432 postgres:16",
+        "3f2a9c1b7e4d5a6b0011223344556677889900aabbccddeeff00112233445566",
+        0,
+    )])];
+    turns.extend(times(
+        5,
+        turn(vec![shell(
+            "pg_isready -h localhost",
+            "localhost:5432 - no response",
+            2,
+        )]),
+    ));
+    turns.push(turn(vec![shell(
+        "pg_isready -h localhost",
+        "localhost:5432 - accepting connections",
+        0,
+    )]));
+    runs_clean(&turns);
+}
+
+/// A server that never comes up: the waiting allowance runs out, and the
+/// repair says how to back off.
+#[test]
+fn probe_after_a_start_that_never_succeeds_must_trip_eventually() {
+    let refused =
+        "curl: (7) Failed to connect to localhost port 8080 after 0 ms: Connection refused";
+    let mut turns = vec![turn(vec![shell(
+        "nohup ./server > server.log 2>&1 &",
+        "",
+        0,
+    )])];
+    turns.extend(times(
+        12,
+        turn(vec![shell("curl -sf localhost:8080/health", refused, 7)]),
+    ));
+    let v = verdicts(&turns);
+    let (repair, rv) = first(&v, VerdictKind::Repair).expect("repaired");
+    assert_eq!(*repair, 9, "the eighth identical probe:\n{}", dump(&v));
+    assert!(rv.reason().starts_with("poll_repeats"), "{}", dump(&v));
+    assert!(
+        matches!(rv, Verdict::Repair { text, .. } if text.contains("back off")),
+        "{rv:?}"
+    );
+    let (stop, _) = first(&v, VerdictKind::Stop).expect("stopped");
+    assert_eq!(*stop, 10, "{}", dump(&v));
+}
+
+/// The same probe with nothing started is an ordinary repeat.
+#[test]
+fn probe_with_nothing_started_must_trip() {
+    let refused =
+        "curl: (7) Failed to connect to localhost port 8080 after 0 ms: Connection refused";
+    let mut turns = orientation();
+    turns.extend(times(
+        5,
+        turn(vec![shell("curl -sf localhost:8080/health", refused, 7)]),
+    ));
+    assert_eq!(trips(&turns, 3, "repeated_action"), (3, 4));
+}
+
+/// `n` turns, each reading a file not read before.
+fn distinct_reads(n: usize) -> Vec<TurnRecord> {
+    (1..=n)
+        .map(|i| {
+            // Each file says something of its own, not only its number.
+            let name: String = [i % 26, i / 26 % 26, i * 7 % 26]
+                .iter()
+                .map(|&c| char::from(b'a' + c as u8))
+                .collect();
+            turn(vec![read_all(
+                &format!("src/module_{i}.rs"),
+                &format!(
+                    "     1\tpub fn handle_{name}() -> u32 {{\n     2\t    {}\n     3\t}}",
+                    i * 7919 % 1013
+                ),
+            )])
+        })
+        .collect()
+}
+
+/// Wandering: reading file after new file, never changing anything.
+#[test]
+fn reading_distinct_files_forever_must_trip() {
+    let turns = distinct_reads(30);
+    // Repaired on its 24th quiet turn; the loop is told from work there.
+    assert_eq!(trips(&turns, 21, "wandering"), (4, 5));
+}
+
+/// A review request reads a lot: forty distinct files, then the review.
+#[test]
+fn review_reading_forty_files_must_not_trip() {
+    let mut turns = distinct_reads(40);
+    turns[0].user = Some("Please review the handlers for error-handling bugs".into());
+    turns.push(answer("Review: handlers 3, 17 and 31 swallow errors."));
+    runs_clean(&turns);
+}
+
+/// Even a review stops reading some time.
+#[test]
+fn review_reading_forever_must_trip() {
+    let mut turns = distinct_reads(90);
+    turns[0].user = Some("Audit the codebase".into());
+    assert_eq!(trips(&turns, 77, "wandering"), (4, 5));
+}
+
+/// Reading in bursts between edits is work.
+#[test]
+fn reads_between_edits_must_not_trip() {
+    let mut turns = Vec::new();
+    for (i, r) in distinct_reads(60).into_iter().enumerate() {
+        turns.push(r);
+        if i % 6 == 5 {
+            turns.push(turn(vec![edit(
+                &format!("src/module_{i}.rs"),
+                "u32",
+                "u64",
+                &format!("ws-{i}"),
+            )]));
+        }
+    }
+    runs_clean(&turns);
+}
+
+/// Flailing: an edit and the same failing test, in one response each
+/// time; the failure never moves.
+#[test]
+fn flailing_edit_and_test_in_one_response_must_trip() {
+    let turns: Vec<TurnRecord> = (1..=6)
+        .map(|i| {
+            turn(vec![
+                edit(
+                    "src/parse.rs",
+                    &format!("try{i}"),
+                    &format!("try{}", i + 1),
+                    &format!("ws-{i}"),
+                ),
+                shell("cargo test", CARGO_TEST_FAIL, 101),
+            ])
+        })
+        .collect();
+    // The loop starts with the second edit that did not move the failure.
+    assert_eq!(trips(&turns, 2, "flailing"), (3, 4));
+}
+
+/// Flailing with the edit and the test in separate turns.
+#[test]
+fn flailing_edit_then_test_must_trip() {
+    let mut turns = vec![turn(vec![shell("cargo test", CARGO_TEST_FAIL, 101)])];
+    for i in 1..=5 {
+        turns.push(turn(vec![edit(
+            "src/parse.rs",
+            &format!("try{i}"),
+            &format!("try{}", i + 1),
+            &format!("ws-{i}"),
+        )]));
+        turns.push(turn(vec![shell("cargo test", CARGO_TEST_FAIL, 101)]));
+    }
+    // The loop starts with the second edit (turn 4): the first one did not
+    // move the failure.
+    assert_eq!(trips(&turns, 4, "flailing"), (4, 6));
+}
+
+/// Edits that move the failure (fewer failures each time) are progress.
+#[test]
+fn edits_that_move_the_failure_must_not_trip() {
+    let mut turns = Vec::new();
+    for (i, failed) in [5, 4, 3, 2, 1].iter().enumerate() {
+        turns.push(turn(vec![edit(
+            "src/parse.rs",
+            &format!("case{i}"),
+            &format!("case{}", i + 1),
+            &format!("ws-{i}"),
+        )]));
+        turns.push(turn(vec![shell(
+            "cargo test",
+            &format!(
+                "test result: FAILED. {} passed; {failed} failed; finished in 0.04s",
+                10 - failed
+            ),
+            101,
+        )]));
+    }
+    turns.push(turn(vec![edit("src/parse.rs", "case5", "done", "ws-9")]));
+    turns.push(turn(vec![shell("cargo test", CARGO_TEST_PASS, 0)]));
+    turns.push(answer("All ten cases pass."));
+    runs_clean(&turns);
+}
+
+/// A test file template, the same but for its number.
+fn template(n: usize) -> String {
+    format!(
+        "import unittest\n\nfrom app import compute\n\n\nclass TestCase{n}(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(compute({n}), {n})\n\n\nif __name__ == '__main__':\n    unittest.main()\n"
+    )
+}
+
+/// Runaway generation: file after near-identical file.
+#[test]
+fn near_duplicate_files_must_trip() {
+    let turns: Vec<TurnRecord> = (1..=10)
+        .map(|n| {
+            turn(vec![generate(
+                &format!("tests/test_case_{n}.py"),
+                &template(n),
+                &format!("ws-{n}"),
+            )])
+        })
+        .collect();
+    assert_eq!(trips(&turns, 2, "runaway_generation"), (3, 4));
+}
+
+/// Scaffolding distinct modules is work.
+#[test]
+fn scaffolding_distinct_modules_must_not_trip() {
+    let names = [
+        "parser",
+        "lexer",
+        "codegen",
+        "optimizer",
+        "linker",
+        "loader",
+        "printer",
+        "checker",
+    ];
+    let turns: Vec<TurnRecord> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            turn(vec![generate(
+                &format!("src/{name}.rs"),
+                &format!(
+                    "//! The {name}.\npub struct {name}State {{ pub depth: usize }}\npub fn run_{name}(input: &str) -> Result<(), String> {{\n    let state = {name}State {{ depth: {i} }};\n    todo!(\"{name} over {{input}} at {{}}\", state.depth)\n}}\n"
+                ),
+                &format!("ws-{i}"),
+            )])
+        })
+        .collect();
+    runs_clean(&turns);
+}
+
+/// Rewriting one file with small changes (a model that prefers whole-file
+/// writes) is not generation.
+#[test]
+fn rewriting_one_file_must_not_trip() {
+    let turns: Vec<TurnRecord> = (1..=6)
+        .map(|n| {
+            turn(vec![generate(
+                "tests/test_case.py",
+                &template(n),
+                &format!("ws-{n}"),
+            )])
+        })
+        .collect();
+    runs_clean(&turns);
+}
+
+/// Announcing: the same promise, no call, each time the person says go on
+/// (and once more after the repair).
+#[test]
+fn announcing_the_same_action_without_a_call_must_trip() {
+    let promise = "I'll now run the tests to see what fails.";
+    let turns = vec![
+        user("Fix the failing tests", answer(promise)),
+        user("Go ahead", answer(promise)),
+        answer(promise),
+    ];
+    assert_eq!(trips(&turns, 1, "announcing"), (2, 3));
+}
+
+/// The same plain answer to the same question asked twice is fine.
+#[test]
+fn the_same_answer_twice_must_not_trip() {
+    let turns = vec![
+        user(
+            "Which port does the server use?",
+            answer("The port is 8080."),
+        ),
+        user("Which port again?", answer("The port is 8080.")),
+    ];
+    runs_clean(&turns);
+}
+
+/// A long answer listing similar items is an answer, not a loop.
+#[test]
+fn long_list_answer_must_not_trip() {
+    let list: String = (1..=40)
+        .map(|i| format!("- handler {i}: moved to the new API and added a test.\n"))
+        .collect();
+    runs_clean(&[answer(&format!("Done. Summary:\n{list}"))]);
+}
+
+/// Counter echoes: each page answers with its own number and nothing else.
+#[test]
+fn counter_echo_pages_must_trip() {
+    let mut turns = orientation();
+    turns.extend((1..=8).map(|page| {
+        turn(vec![shell(
+            &format!("curl -s 'localhost:3000/api/invoices?page={page}'"),
+            &format!("{{\"page\":{page},\"items\":[]}}"),
+            0,
+        )])
+    }));
+    assert_eq!(trips(&turns, 3, "counter_echo"), (4, 5));
+}
+
+/// A run counter echoed in a report that never changes.
+#[test]
+fn counter_echo_runs_must_trip() {
+    let mut turns = orientation();
+    turns.extend((1..=8).map(|run| {
+        turn(vec![shell(
+            &format!("./check.sh --run {run}"),
+            &format!("run {run}: scanned invoices.csv, 0 records matched"),
+            0,
+        )])
+    }));
+    assert_eq!(trips(&turns, 3, "counter_echo"), (4, 5));
+}
+
+/// Real pages, each with its own items, are not echoes.
+#[test]
+fn real_pages_must_not_trip() {
+    let mut turns: Vec<TurnRecord> = (1..=8)
+        .map(|page| {
+            turn(vec![shell(
+                &format!("curl -s 'localhost:3000/api/invoices?page={page}'"),
+                &format!(
+                    "{{\"page\":{page},\"items\":[{},{}]}}",
+                    page * 37 + 5,
+                    page * 91 + 2
+                ),
+                0,
+            )])
+        })
+        .collect();
+    turns.push(answer("There are 16 invoices."));
+    runs_clean(&turns);
+}
+
+/// A 200-step task, each step distinct and productive, then an answer:
+/// finishes under the default scripts.
+#[test]
+fn two_hundred_productive_steps_must_not_trip() {
+    let mut turns: Vec<TurnRecord> = (1..=200)
+        .map(|i| {
+            turn(vec![edit(
+                &format!("src/handlers/h{i}.rs"),
+                "old_api::call",
+                "api::call",
+                &format!("ws-{i}"),
+            )])
+        })
+        .collect();
+    turns.push(answer("Migrated all 200 handlers."));
+    runs_clean(&turns);
+}
+
+/// `/budget +100`: the person raises the hard cap for the next turn.
+#[test]
+fn a_raised_cap_lets_a_long_task_go_on() {
+    let mut watchdog = agent::script::watchdog::default_watchdog().0;
+    assert_eq!(watchdog.raise_cap(100), 350);
+    let mut turns: Vec<TurnRecord> = (1..=400)
+        .map(|i| {
+            turn(vec![edit(
+                "src/app.rs",
+                &format!("v{i}"),
+                &format!("v{}", i + 1),
+                &format!("ws-{i}"),
+            )])
+        })
+        .collect();
+    turns[0].user = Some("Do the big refactor".into());
+    let v = replay::run(&mut watchdog, &live(&turns));
+    assert_eq!(v.len(), 350, "{}", dump(&v));
+    assert!(v[349].1.reason().starts_with("hard_cap"), "{}", dump(&v));
+    // The raise was for one turn: the next message has the usual cap.
+    assert_eq!(watchdog.hard_cap(), 350);
+    watchdog.begin_user_turn(None);
+    assert_eq!(watchdog.hard_cap(), 250);
+}
+
+/// `agent replay` says which detector fired and why.
+#[test]
+fn replay_lines_name_the_detector_and_its_evidence() {
+    let turns: Vec<TurnRecord> = (1..=6)
+        .map(|n| {
+            turn(vec![generate(
+                &format!("tests/test_case_{n}.py"),
+                &template(n),
+                &format!("ws-{n}"),
+            )])
+        })
+        .collect();
+    let v = verdicts(&turns);
+    let lines: Vec<serde_json::Value> =
+        v.iter().map(|(n, v)| replay::verdict_json(*n, v)).collect();
+    let repair = lines
+        .iter()
+        .find(|l| l["verdict"] == "repair")
+        .expect("a repair");
+    assert_eq!(repair["rule"], "runaway_generation");
+    let evidence = repair["evidence"].as_str().unwrap();
+    assert!(evidence.contains("near-identical"), "{repair}");
+    assert!(
+        repair["message"]
+            .as_str()
+            .unwrap()
+            .contains("near-identical")
     );
 }

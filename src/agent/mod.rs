@@ -327,6 +327,17 @@ impl Agent {
         self.usage
     }
 
+    /// Raises the watchdog's hard cap by `extra` turns for the next (or
+    /// continued) user turn; returns that cap (`/budget +N`).
+    pub fn raise_cap(&mut self, extra: u32) -> Option<u32> {
+        self.judge.as_mut().map(|j| j.raise_cap(extra))
+    }
+
+    /// The hard cap of the current user turn, when there is a watchdog.
+    pub fn hard_cap(&self) -> Option<u32> {
+        self.judge.as_ref().map(Judge::hard_cap)
+    }
+
     /// Turns used and the limit of the current user turn.
     pub fn budget(&self) -> Budget {
         self.judge.as_ref().map(Judge::budget).unwrap_or_default()

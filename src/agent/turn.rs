@@ -88,7 +88,10 @@ impl Agent {
             let verdict = self
                 .on_judge(move |j| j.end_turn(&text, records, &|line| runtime.redact(line)))
                 .await;
-            if calls.is_empty() && !response.content.trim().is_empty() {
+            // A text-only turn is the answer, unless the watchdog caught it
+            // announcing: then the repair (or the stop) goes on the loop.
+            let caught = matches!(verdict, Some(Verdict::Repair { .. } | Verdict::Stop { .. }));
+            if calls.is_empty() && !response.content.trim().is_empty() && !caught {
                 return Ok(TurnOutcome::Done {
                     text: response.content,
                     finish_reason: response.finish_reason,
@@ -138,13 +141,13 @@ impl Agent {
         match verdict {
             Verdict::Continue { .. } => None,
             Verdict::Notice { text, .. } => {
-                self.deliver_note(text);
+                self.deliver_note(text, false);
                 announce("notice");
                 None
             }
             Verdict::Repair { text, .. } => {
                 announce("repair");
-                self.deliver_note(text);
+                self.deliver_note(text, true);
                 None
             }
             Verdict::Stop { reason, .. } => {
@@ -161,14 +164,18 @@ impl Agent {
     /// puts it: appended to the last tool result (the model reads it with
     /// that output, and it never poses as the person), or as a message of
     /// its own marked as the agent's, also when there is no tool result.
-    fn deliver_note(&mut self, text: &str) {
+    /// Under `"auto"`, a budget notice goes with the tool result and a
+    /// repair (`repair`) is a message of its own for native tool calls, as
+    /// before the setting existed; both go with the tool result for models
+    /// whose calls are read from text.
+    fn deliver_note(&mut self, text: &str, repair: bool) {
         let placement = self
             .judge
             .as_ref()
             .map(|j| j.settings().note_placement)
             .unwrap_or_default();
         let placement = match placement {
-            NotePlacement::Auto if self.tool_calls == ToolCallMode::Native => {
+            NotePlacement::Auto if repair && self.tool_calls == ToolCallMode::Native => {
                 NotePlacement::Message
             }
             NotePlacement::Auto => NotePlacement::ToolResult,

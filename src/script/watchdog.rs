@@ -147,6 +147,13 @@ pub fn facts_map(f: &CallFacts<'_>) -> Dynamic {
         is_write: bool,
         workspace_changed: bool,
         workspace_seen: bool,
+        raw_changed: bool,
+        output_small: bool,
+        waiting: bool,
+        counter_echo: bool,
+        same_failure_after_edits: u32,
+        near_duplicates: u32,
+        quiet_turns: u32,
     }
     rhai::serde::to_dynamic(Record {
         name: &f.call.name,
@@ -162,6 +169,13 @@ pub fn facts_map(f: &CallFacts<'_>) -> Dynamic {
         is_write: f.is_write,
         workspace_changed: f.workspace_changed,
         workspace_seen: f.workspace_seen,
+        raw_changed: f.raw_changed,
+        output_small: f.output_small,
+        waiting: f.waiting,
+        counter_echo: f.counter_echo,
+        same_failure_after_edits: f.same_failure_after_edits,
+        near_duplicates: f.near_duplicates,
+        quiet_turns: f.quiet_turns,
     })
     .unwrap_or(Dynamic::UNIT)
 }
@@ -194,6 +208,13 @@ mod tests {
             "is_write",
             "workspace_changed",
             "workspace_seen",
+            "raw_changed",
+            "output_small",
+            "waiting",
+            "counter_echo",
+            "same_failure_after_edits",
+            "near_duplicates",
+            "quiet_turns",
         ] {
             assert!(map.contains_key(key), "{key}");
         }
@@ -202,7 +223,7 @@ mod tests {
         assert!(map["error_kind"].is_unit());
         let stop = stop_map(&sample_stop()).cast::<rhai::Map>();
         assert_eq!(stop["rule"].to_string(), "repeated_action");
-        assert_eq!(stop["hard_cap"].as_int().unwrap(), 48);
+        assert_eq!(stop["hard_cap"].as_int().unwrap(), 250);
     }
 
     #[test]

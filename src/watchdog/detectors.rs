@@ -1,13 +1,100 @@
-//! One function per runaway class. Each reads the facts of the turn (and
-//! updates the counters it owns in [`UserTurn`]) and returns what fired,
-//! if anything; [`super::Watchdog::observe`] calls them in a fixed order
-//! and reports the first.
+//! The call-level detectors: one function per runaway class. Each reads
+//! the facts of the turn (and updates the counters it owns in
+//! [`UserTurn`]) and returns what fired, if anything. [`after_call`] and
+//! [`after_turn`] run them, and the outcome-level ones of
+//! [`super::outcomes`], in a fixed order; [`super::Watchdog::observe`]
+//! reports the first that fired.
 
 use std::collections::{HashMap, HashSet};
 
+use super::facts::{Observed, TurnSummary};
 use super::settings::{Settings, on};
-use super::{ActionStats, CallRecord, Fired, ShapeStats, TurnRecord, UserTurn, messages, snippet};
+use super::{
+    ActionStats, CallRecord, Fired, ShapeStats, TurnRecord, UserTurn, messages, outcomes, snippet,
+    waiting,
+};
 use crate::watchdog::mask::{action_key, hash_of, shape_key};
+
+/// The detectors of one call, in order. `first_in_response`: a duplicate
+/// inside one response counts once as a repeat.
+pub fn after_call(
+    t: &mut UserTurn,
+    s: &Settings,
+    call: &CallRecord,
+    seen: &Observed,
+    progress: bool,
+    first_in_response: bool,
+) -> Vec<Fired> {
+    let mut fired = Vec::new();
+    if first_in_response {
+        let stats = t.actions.entry(seen.key.clone()).or_default();
+        stats.last_raw = Some(seen.raw);
+        let outcome = (seen.outcome, seen.state.clone());
+        let (key, output) = (&seen.key, &call.output);
+        fired.extend(repeated_call(
+            stats,
+            s,
+            key,
+            outcome,
+            seen.is_wait,
+            progress,
+            output,
+        ));
+        if seen.is_wait && !progress {
+            t.notice = waiting::wait_notice(s, stats.same).or(t.notice.take());
+        }
+    }
+    let shape = t.shapes.entry(seen.shape.clone()).or_default();
+    let (key, output) = (&seen.key, &call.output);
+    fired.extend(counter_args(
+        shape,
+        s,
+        key,
+        seen.outcome,
+        seen.is_wait,
+        progress,
+        output,
+    ));
+    let echo = seen.counter_echo && !seen.is_wait;
+    fired.extend(outcomes::counter_echo(shape, s, key, echo, output));
+    if seen.failed && !seen.is_wait {
+        fired.extend(same_error(&mut t.errors, s, call, key, &seen.masked));
+    }
+    fired.extend(outcomes::flailing(s, seen.streak, key, output));
+    fired.extend(outcomes::runaway_generation(s, seen.near_duplicates, call));
+    t.outputs_seen.insert(seen.outcome);
+    t.sequence
+        .push((hash_of(&[key, &seen.outcome.to_string()]), progress));
+    fired
+}
+
+/// The detectors of a whole model turn, in order, after its calls.
+pub fn after_turn(
+    t: &mut UserTurn,
+    s: &Settings,
+    record: &TurnRecord,
+    sum: &TurnSummary,
+) -> Vec<Fired> {
+    let mut fired = Vec::new();
+    fired.extend(ping_pong(t, s));
+    fired.extend(consecutive_errors(
+        t,
+        s,
+        record,
+        sum.all_failed,
+        sum.only_waits,
+    ));
+    fired.extend(repeated_text(t, s, record, sum.progress, sum.only_waits));
+    fired.extend(stagnation(t, s, record, sum.progress, sum.only_waits));
+    fired.extend(outcomes::wandering(
+        t,
+        s,
+        record,
+        sum.changed_state,
+        sum.only_waits,
+    ));
+    fired
+}
 
 /// Responses with neither text nor tool calls.
 pub fn empty_response(t: &mut UserTurn, s: &Settings, record: &TurnRecord) -> Option<Fired> {
@@ -239,14 +326,6 @@ pub fn stagnation(
     })
 }
 
-/// Whether a shell command waits (polls): one of `words` appears in it as
-/// a word.
-pub fn is_wait(command: &str, words: &[String]) -> bool {
-    command
-        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '-')
-        .any(|word| words.iter().any(|w| w == word))
-}
-
 /// The period (2 or 3) of a cycle repeated `cycles` times at the end of
 /// `seq`, made of distinct calls none of which made progress.
 pub fn cycle_period(seq: &[(u64, bool)], cycles: usize) -> Option<usize> {
@@ -276,20 +355,13 @@ pub fn cycle_period(seq: &[(u64, bool)], cycles: usize) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::protocol::ToolStatus;
-    use serde_json::json;
 
     fn settings() -> Settings {
         crate::watchdog::tests::settings()
     }
 
     fn call(command: &str, status: ToolStatus, output: &str) -> CallRecord {
-        CallRecord {
-            name: "run_shell".into(),
-            input: json!({ "command": command }),
-            status,
-            output: output.into(),
-            ..CallRecord::default()
-        }
+        crate::watchdog::tests::shell_call(command, status, output)
     }
 
     #[test]
@@ -421,13 +493,5 @@ mod tests {
         assert!(stagnation(&mut t, &s, &record, false, false).is_some());
         assert!(stagnation(&mut t, &s, &record, true, false).is_none());
         assert_eq!(t.no_progress_turns, 0);
-    }
-
-    #[test]
-    fn waits_are_words() {
-        let words = settings().wait_words;
-        assert!(is_wait("sleep 5 && curl x", &words));
-        assert!(is_wait("until curl -f x; do :; done", &words));
-        assert!(!is_wait("cat sleeping.txt", &words));
     }
 }

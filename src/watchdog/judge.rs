@@ -74,6 +74,17 @@ impl Judge {
         self.watchdog.begin_user_turn(Some(workspace));
     }
 
+    /// The person raises the hard cap by `extra` turns for the next (or
+    /// continued) user turn; returns that turn's cap. `/budget +N`.
+    pub fn raise_cap(&mut self, extra: u32) -> u32 {
+        self.watchdog.raise_cap(extra)
+    }
+
+    /// The hard cap of the current user turn.
+    pub fn hard_cap(&self) -> u32 {
+        self.watchdog.hard_cap()
+    }
+
     /// The person chose to continue after a stop.
     pub fn resume(&mut self) {
         self.watchdog.resume();

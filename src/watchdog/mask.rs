@@ -3,11 +3,15 @@
 //! Two calls are "the same action" when their tool names match and their
 //! arguments are equal after key-sorting ([`stable_json`]). Two outputs are
 //! "the same outcome" when they are equal after masking what changes from
-//! run to run without meaning anything: timestamps, durations, pids, hex
-//! addresses, long hashes, UUIDs and temp paths ([`mask_volatile`]). Plain
-//! numbers stay, so "3 passed" and "4 passed" differ. An output "says
-//! nothing" when all it holds is a tool's placeholder for emptiness and the
-//! shell's exit-code line ([`says_nothing`]).
+//! run to run without meaning anything: timestamps (dates, clock times,
+//! epoch seconds), durations, pids, hex addresses, hex ids, UUIDs, temp
+//! paths and the port of an "address in use" error ([`mask_volatile`]).
+//! Plain numbers stay — counts, percentages, step counters, line counts —
+//! so "3 failed" and "1 failed" differ. Because masking also hides a
+//! clock that a poll is watching, the watchdog compares the raw output too
+//! ([`is_small`] says when a raw change counts). An output "says nothing"
+//! when all it holds is a tool's placeholder for emptiness and the shell's
+//! exit-code line ([`says_nothing`]).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::LazyLock;
@@ -92,20 +96,38 @@ static VOLATILE: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
             "<time>",
         ),
         (r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
+        // Epoch seconds (2017-2033), with optional ms/µs/ns digits.
+        (r"\b1[5-9]\d{8}(\d{3}|\d{6}|\d{9})?\b", "<epoch>"),
         (r"\b0x[0-9a-fA-F]+\b", "<hex>"),
-        (r"\b[0-9a-f]{12,64}\b", "<hash>"),
+        (r"\b\d+m\d+(\.\d+)?s\b", "<duration>"),
         (
             r"\b\d+(\.\d+)?\s?(ns|µs|us|ms|s|sec|secs|seconds?|mins?|minutes?|h)\b",
             "<duration>",
         ),
         (r"(?i)\b(pid|process)\s*[:=#]?\s*\d+", "$1 <pid>"),
+        // A shell's job line for `cmd &`: `[1] 12345`.
+        (r"(?m)^\[\d+\]\s+\d+\s*$", "[<n>] <pid>"),
         (r"\[\d+\]", "[<n>]"),
         (r"/tmp/[^\s/]+", "/tmp/<tmp>"),
+        (r"/var/folders/\S+", "<tmp>"),
+        (r"\btmp[._-][A-Za-z0-9]{6,}\b", "<tmp>"),
     ]
     .into_iter()
     .filter_map(|(pattern, with)| Regex::new(pattern).ok().map(|re| (re, with)))
     .collect()
 });
+
+/// Hex ids (git hashes, container ids): runs of 7 to 64 hex digits. Only
+/// runs with both a letter and a digit are masked, so a long plain number
+/// (a byte count, a counter) keeps its meaning.
+static HEX_ID: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"\b[0-9a-f]{7,64}\b").ok());
+
+/// A port in a line that says an address is taken.
+static PORT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?i)(:|port\s*)\d{2,5}\b").ok());
+
+/// What marks a line as an "address in use" error.
+const IN_USE_MARKS: [&str; 3] = ["in use", "eaddrinuse", "could not bind"];
 
 /// The output with volatile tokens replaced by placeholders.
 pub fn mask_volatile(text: &str) -> String {
@@ -115,7 +137,90 @@ pub fn mask_volatile(text: &str) -> String {
             out = re.replace_all(&out, *with).into_owned();
         }
     }
+    if let Some(re) = HEX_ID.as_ref() {
+        out = re
+            .replace_all(&out, |c: &regex::Captures<'_>| {
+                let id = &c[0];
+                let letter = id.bytes().any(|b| b.is_ascii_alphabetic());
+                let digit = id.bytes().any(|b| b.is_ascii_digit());
+                if letter && digit {
+                    "<hash>".to_string()
+                } else {
+                    id.to_string()
+                }
+            })
+            .into_owned();
+    }
+    if let Some(re) = PORT.as_ref() {
+        let lower = out.to_lowercase();
+        if IN_USE_MARKS.iter().any(|m| lower.contains(m)) {
+            out = out
+                .lines()
+                .map(|line| {
+                    let l = line.to_lowercase();
+                    if IN_USE_MARKS.iter().any(|m| l.contains(m)) {
+                        re.replace_all(line, "${1}<port>").into_owned()
+                    } else {
+                        line.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+    }
     out
+}
+
+/// The output without the shell's trailing `[exit code: N]` line.
+pub fn without_exit_line(output: &str, exit_code: Option<i32>) -> &str {
+    let text = output.trim();
+    match exit_code {
+        Some(code) => text
+            .strip_suffix(messages::shell_exit_code(code).as_str())
+            .map(str::trim_end)
+            .unwrap_or(text),
+        None => text,
+    }
+}
+
+/// Whether an output is small and structured enough that any raw change
+/// in it is news to a poll: at most `lines` lines and `bytes` bytes once
+/// the exit-code line is set aside (a clock, a counter, a status line).
+pub fn is_small(output: &str, exit_code: Option<i32>, lines: u32, bytes: u32) -> bool {
+    let text = without_exit_line(output, exit_code);
+    text.len() <= bytes as usize && text.lines().count() <= lines as usize
+}
+
+/// The outcome of a call with the numbers of its own arguments masked in
+/// its output: equal for two calls when the only difference between their
+/// outputs is the counter they were given (`?page=2` → `"page": 2`).
+pub fn echo_outcome(key: &str, status: &str, exit: &str, masked_output: &str) -> u64 {
+    let Some(digits) = DIGITS.as_ref() else {
+        return hash_of(&[status, exit, masked_output]);
+    };
+    let numbers: std::collections::HashSet<&str> =
+        digits.find_iter(key).map(|m| m.as_str()).collect();
+    let echoed = digits.replace_all(masked_output, |c: &regex::Captures<'_>| {
+        if numbers.contains(&c[0]) {
+            "#".to_string()
+        } else {
+            c[0].to_string()
+        }
+    });
+    hash_of(&[status, exit, &echoed])
+}
+
+/// `phrase` in `text` at word boundaries.
+pub fn contains_word(text: &str, phrase: &str) -> bool {
+    if phrase.is_empty() {
+        return false;
+    }
+    text.match_indices(phrase).any(|(i, _)| {
+        let before = text.get(..i).and_then(|t| t.chars().next_back());
+        let after = text.get(i + phrase.len()..).and_then(|t| t.chars().next());
+        let edge = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        edge(before) && edge(after)
+    })
 }
 
 /// What the built-in tools print in place of an empty result.
@@ -130,13 +235,7 @@ const EMPTY_PLACEHOLDERS: [&str; 3] = [
 /// shell always prints that line, so without this a command that found
 /// nothing would look like it showed something.
 pub fn says_nothing(output: &str, exit_code: Option<i32>) -> bool {
-    let mut text = output.trim();
-    if let Some(code) = exit_code {
-        let status = messages::shell_exit_code(code);
-        if let Some(rest) = text.strip_suffix(status.as_str()) {
-            text = rest.trim_end();
-        }
-    }
+    let text = without_exit_line(output, exit_code);
     text.is_empty() || EMPTY_PLACEHOLDERS.contains(&text)
 }
 
@@ -168,12 +267,65 @@ mod tests {
             "2026-12-02T10:00:01Z build 12:00:01 took 1.52s pid 4242 at 0x7ffd1234 id 3f2a9c1b7e4d5a6b",
         );
         let b = mask_volatile(
-            "2026-12-03T11:30:59Z build 13:01:02 took 0.9 s pid 17 at 0xdeadbeef id 0011223344556677",
+            "2026-12-03T11:30:59Z build 13:01:02 took 0.9 s pid 17 at 0xdeadbeef id a1b2c3d4e5f60718",
         );
         assert_eq!(a, b);
         assert_ne!(
             mask_volatile("3 passed; 1 failed"),
             mask_volatile("4 passed; 0 failed")
+        );
+    }
+
+    #[test]
+    fn meaning_stays_and_volatile_tokens_go() {
+        // Counts, percentages, step counters and line counts stay.
+        for (a, b) in [
+            ("3 failed", "1 failed"),
+            ("[build] 40%", "[build] 63%"),
+            ("epoch 3/10 loss 0.41", "epoch 4/10 loss 0.38"),
+            ("  120 src/main.rs", "  121 src/main.rs"),
+            ("total bytes 123456789012", "total bytes 123456789013"),
+        ] {
+            assert_ne!(mask_volatile(a), mask_volatile(b), "{a} / {b}");
+        }
+        // Clocks, ids, job lines, temp paths and taken ports go.
+        for (a, b) in [
+            ("1764672000123456789", "1764672000987654321"),
+            ("1764672000", "1764672042"),
+            ("[1] 4242", "[1] 977"),
+            ("commit 3f2a9c1", "commit 77be0d2"),
+            ("wrote /tmp/tmp.Xa81kQ/out", "wrote /tmp/tmp.Q0pzz1/out"),
+            (
+                "Error: listen EADDRINUSE: address already in use :::3000",
+                "Error: listen EADDRINUSE: address already in use :::3001",
+            ),
+            ("took 1m3.2s", "took 0m58.1s"),
+        ] {
+            assert_eq!(mask_volatile(a), mask_volatile(b), "{a} / {b}");
+        }
+        // A plain word of hex letters is not an id.
+        assert_eq!(mask_volatile("defaced"), "defaced");
+    }
+
+    #[test]
+    fn small_outputs_and_counter_echoes() {
+        assert!(is_small(
+            "1764672000123456789\n[exit code: 0]",
+            Some(0),
+            2,
+            120
+        ));
+        assert!(!is_small("a\nb\nc\n[exit code: 0]", Some(0), 2, 120));
+        assert!(!is_small(&"x".repeat(121), None, 2, 120));
+        let k1 = "run_shell:{\"command\":\"curl ?page=1\"}";
+        let k2 = "run_shell:{\"command\":\"curl ?page=2\"}";
+        assert_eq!(
+            echo_outcome(k1, "ok", "0", "{\"page\":1,\"items\":[]}"),
+            echo_outcome(k2, "ok", "0", "{\"page\":2,\"items\":[]}")
+        );
+        assert_ne!(
+            echo_outcome(k1, "ok", "0", "{\"page\":1,\"items\":[7]}"),
+            echo_outcome(k2, "ok", "0", "{\"page\":2,\"items\":[9]}")
         );
     }
 

@@ -9,6 +9,15 @@
 //! - a call that moves the workspace to a new state (a write, `sed -i`) is
 //!   progress; a write that leaves it unchanged, or returns it to a state
 //!   already seen, is not;
+//! - a poll of a small output (a clock, a counter) whose raw text changed
+//!   is progress, though masking hides the change;
+//! - a probe that fails the same way soon after the agent started
+//!   something in the background is waiting, with a poller's allowance;
+//! - outcome-level detectors catch work that looks new call by call but
+//!   goes nowhere: wandering (many turns that change nothing), flailing
+//!   (edits that never move a failing check), runaway generation
+//!   (near-duplicate files), announcing (the same announcement without a
+//!   call) and counter echoes (outputs that only echo the call's counter);
 //! - whether a call is progress is decided by [`Rules::is_progress`]
 //!   (`is_progress(record)` in `watchdog.rhai`), given the facts computed
 //!   here.
@@ -16,11 +25,14 @@
 //! | file | owns |
 //! |---|---|
 //! | `settings` | the thresholds (values in `watchdog.rhai`) |
-//! | `detectors` | one function per runaway class, each with its tests |
+//! | `facts` | what one call tells (outcomes, waiting, echoes, streaks): the facts for `is_progress` |
+//! | `detectors` | the call-level detectors, one function per runaway class, and their order |
+//! | `outcomes` | the outcome-level detectors: wandering, flailing, runaway generation, announcing, counter echoes |
+//! | `waiting` | waits and background starts: the polling allowance and its back-off note |
 //! | `budget` | the soft budget, its renewal, the notice and the cap |
 //! | `judge` | the [`Judge`]: watchdog, workspace tracker and run log for the loop |
 //! | `rules` | the [`Rules`] trait and the script-free [`rules::FallbackRules`] |
-//! | `mask` | stable call keys and volatile-token masking |
+//! | `mask` | stable call keys, volatile-token masking, small outputs and counter echoes |
 //! | `replay` | `agent replay` and the run log format |
 //!
 //! [`Watchdog::observe`] is a pure state machine over [`TurnRecord`]s: the
@@ -28,11 +40,14 @@
 
 pub mod budget;
 pub mod detectors;
+pub mod facts;
 pub mod judge;
 pub mod mask;
+pub mod outcomes;
 pub mod replay;
 pub mod rules;
 pub mod settings;
+pub mod waiting;
 pub mod workspace;
 
 use std::collections::{HashMap, HashSet};
@@ -41,7 +56,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{ErrorKind, ToolStatus};
-use mask::{action_key, hash_of, mask_volatile, says_nothing};
+use facts::TurnSummary;
 
 pub use judge::Judge;
 pub use rules::Rules;
@@ -118,6 +133,21 @@ pub struct CallFacts<'a> {
     pub is_write: bool,
     pub workspace_changed: bool,
     pub workspace_seen: bool,
+    /// The raw output differs from the last identical call's.
+    pub raw_changed: bool,
+    /// The output is a few short lines (see [`mask::is_small`]).
+    pub output_small: bool,
+    /// A failing probe soon after something was started in the background.
+    pub waiting: bool,
+    /// The output differs from the last call of this shape only by the
+    /// call's own counter.
+    pub counter_echo: bool,
+    /// Workspace states in a row this failing check failed the same way in.
+    pub same_failure_after_edits: u32,
+    /// Distinct files this write's content nearly duplicates, itself included.
+    pub near_duplicates: u32,
+    /// Turns in a row before this one that changed nothing.
+    pub quiet_turns: u32,
 }
 
 /// Why the watchdog stepped in, for the repair prompt and the person.
@@ -257,6 +287,22 @@ pub mod messages {
     pub const EMPTY_RESPONSE: &str = "the model sent an empty response (no text and no tool calls)";
     pub const MAX_STEPS: &str = "the turn budget is used up and the last turns made no progress";
     pub const HARD_CAP: &str = "the hard cap on turns was reached";
+    pub const WANDERING: &str =
+        "many turns in a row only read or ran things, without changing anything or answering";
+    pub const FLAILING: &str =
+        "the same check keeps failing the same way after each of several different edits";
+    pub const RUNAWAY_GENERATION: &str = "many files with near-identical contents were written";
+    pub const ANNOUNCING: &str = "the model keeps announcing the same action without making a call";
+    pub const COUNTER_ECHO: &str =
+        "calls that differ only by a counter give outputs that differ only by that counter";
+
+    /// The note after `polls` identical results of a waiting command: keep
+    /// waiting, but back off.
+    pub fn wait_notice(polls: u32, limit: u32) -> String {
+        format!(
+            "[agent watchdog] Still waiting: this check gave the same result {polls} times ({limit} are allowed). Back off instead of polling every turn: wait in one command with growing pauses (for i in 1 2 4 8; do CHECK && break; sleep $i; done), and look at the log of what you started to see whether it is still running."
+        )
+    }
 }
 
 /// The note sent with the final, tool-less request when the budget ran
@@ -299,6 +345,8 @@ pub struct ActionStats {
     pub same: u32,
     /// The last outcome and the workspace state it came in.
     pub last: Option<(u64, Option<String>)>,
+    /// The hash of the last raw output.
+    pub last_raw: Option<u64>,
 }
 
 /// Calls of one shape (a key with its numbers masked).
@@ -308,6 +356,26 @@ pub struct ShapeStats {
     pub outcomes: HashSet<u64>,
     /// Calls of this shape in a row without progress.
     pub stale: u32,
+    /// The last call of this shape: its key, outcome and echo outcome
+    /// (see [`mask::echo_outcome`]).
+    pub last: Option<(String, u64, u64)>,
+    /// Counter echoes of this shape in a row.
+    pub echoes: u32,
+}
+
+/// What the watchdog remembers of one failing check (flailing).
+#[derive(Default)]
+pub struct CheckStats {
+    /// The last failed outcome and the workspace state it came in.
+    pub last: Option<(u64, Option<String>)>,
+    /// Workspace states in a row with that same failure.
+    pub streak: u32,
+}
+
+/// A file the agent wrote, by the lines of its content (runaway generation).
+pub struct Generated {
+    pub path: String,
+    pub lines: HashSet<u64>,
 }
 
 /// The state of one user turn.
@@ -334,6 +402,35 @@ pub struct UserTurn {
     /// the notes (see [`StopInfo::request`]).
     pub request: String,
     pub last_result: String,
+    /// The person's message, for thresholds that grow with the request.
+    pub asked: String,
+    /// Turns the person added to the hard cap for this user turn.
+    pub extra_cap: u32,
+    /// The turn something was last started in the background (or a
+    /// waiting probe last ran).
+    pub started_at: Option<u32>,
+    pub checks: HashMap<String, CheckStats>,
+    pub generated: Vec<Generated>,
+    /// Turns in a row that changed nothing (wandering).
+    pub quiet_turns: u32,
+    /// A note for the model to go with this turn's verdict.
+    pub notice: Option<String>,
+}
+
+impl UserTurn {
+    /// The hard cap of this user turn: the setting plus what the person
+    /// added.
+    pub fn hard_cap(&self, s: &Settings) -> u32 {
+        s.hard_cap().saturating_add(self.extra_cap)
+    }
+}
+
+/// Same text-only announcements in a row, across user messages: a model
+/// that says "I'll now run the tests" and stops, each time it is asked.
+#[derive(Default)]
+pub struct Announced {
+    pub text: String,
+    pub times: u32,
 }
 
 /// The watchdog of one conversation.
@@ -341,6 +438,9 @@ pub struct Watchdog {
     settings: Settings,
     rules: Box<dyn Rules>,
     turn: UserTurn,
+    announced: Announced,
+    /// Turns the person added to the hard cap for the next user turn.
+    pending_extra: u32,
 }
 
 impl Watchdog {
@@ -349,6 +449,8 @@ impl Watchdog {
             settings,
             rules,
             turn: UserTurn::default(),
+            announced: Announced::default(),
+            pending_extra: 0,
         };
         w.begin_user_turn(None);
         w
@@ -366,8 +468,10 @@ impl Watchdog {
     /// Starts a new user message: fresh budget, counters and repair.
     /// `workspace` is the state before the first call, when known.
     pub fn begin_user_turn(&mut self, workspace: Option<String>) {
+        let extra = std::mem::take(&mut self.pending_extra);
         self.turn = UserTurn {
             budget: self.settings.base_budget.max(1),
+            extra_cap: extra,
             ..UserTurn::default()
         };
         if let Some(ws) = workspace {
@@ -392,18 +496,42 @@ impl Watchdog {
     /// Lets the person continue after a stop: a fresh budget and repair.
     pub fn resume(&mut self) {
         let workspace = self.turn.workspace.clone();
+        let asked = std::mem::take(&mut self.turn.asked);
         let request = std::mem::take(&mut self.turn.request);
+        let extra = self.turn.extra_cap;
         self.begin_user_turn(workspace);
+        self.turn.asked = asked;
         self.turn.request = request;
+        self.turn.extra_cap = self.turn.extra_cap.saturating_add(extra);
+    }
+
+    /// The person raises the hard cap by `extra` turns for the next user
+    /// turn (a new message, or continuing after a stop); `/budget +100`.
+    /// Returns the cap that turn will have.
+    pub fn raise_cap(&mut self, extra: u32) -> u32 {
+        self.pending_extra = self.pending_extra.saturating_add(extra);
+        self.settings.hard_cap().saturating_add(self.pending_extra)
+    }
+
+    /// The hard cap of the current user turn.
+    pub fn hard_cap(&self) -> u32 {
+        self.turn.hard_cap(&self.settings)
     }
 
     /// Judges one model turn. A turn with a `user` field starts a new user
-    /// message first. The detectors run in a fixed order and the first that
-    /// fires is the one reported.
+    /// message first (unless the live loop has just begun it). The
+    /// detectors run in a fixed order and the first that fires is the one
+    /// reported.
     pub fn observe(&mut self, record: &TurnRecord) -> Verdict {
         if let Some(user) = &record.user {
-            let workspace = self.turn.workspace.clone();
-            self.begin_user_turn(workspace);
+            if self.turn.turns > 0 {
+                let workspace = self.turn.workspace.clone();
+                self.begin_user_turn(workspace);
+            } else {
+                let extra = std::mem::take(&mut self.pending_extra);
+                self.turn.extra_cap = self.turn.extra_cap.saturating_add(extra);
+            }
+            self.turn.asked = user.clone();
             self.turn.request = crate::text::shorten(user, NOTE_REQUEST_CHARS);
         }
         if let Some(ok) = record
@@ -418,105 +546,56 @@ impl Watchdog {
                 crate::text::shorten(ok.output.trim(), NOTE_RESULT_CHARS)
             );
         }
-        let s = &self.settings;
-        let t = &mut self.turn;
-        t.turns += 1;
-
+        let announced = outcomes::announcing(&mut self.announced, &self.settings, record);
+        self.turn.turns += 1;
         let mut fired: Vec<Fired> = Vec::new();
-        fired.extend(detectors::empty_response(t, s, record));
-        fired.extend(detectors::duplicate_calls(s, record));
-
-        let mut turn_progress = false;
-        let mut all_failed = !record.calls.is_empty();
-        let mut only_waits = !record.calls.is_empty();
-        let mut counted: HashSet<String> = HashSet::new();
-        for call in &record.calls {
-            let key = action_key(&call.name, &call.input);
-            let command = call
-                .input
-                .get("command")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let masked = mask_volatile(&call.output);
-            let exit = call.exit_code.map(|c| c.to_string()).unwrap_or_default();
-            let outcome = hash_of(&[call.status.as_str(), &exit, &masked]);
-            let is_write = s.is_write_tool(&call.name);
-            let is_wait = detectors::is_wait(command, &s.wait_words);
-            only_waits &= is_wait;
-            all_failed &= call.status == ToolStatus::Failed;
-
-            let (workspace_changed, workspace_seen) = workspace_facts(t, call, is_write);
-            let state = t.workspace.clone();
-            let last = t.actions.get(&key).and_then(|a| a.last.clone());
-            let facts = CallFacts {
-                call,
-                command,
-                first_time: last.is_none(),
-                output_changed: match &last {
-                    None => !t.outputs_seen.contains(&outcome),
-                    Some((last, _)) => *last != outcome,
-                },
-                output_empty: says_nothing(&call.output, call.exit_code),
-                is_write,
-                workspace_changed,
-                workspace_seen,
-            };
-            let progress = self.rules.is_progress(&facts);
-            turn_progress |= progress;
-
-            // A duplicate inside one response counts once.
-            if counted.insert(key.clone()) {
-                let stats = t.actions.entry(key.clone()).or_default();
-                fired.extend(detectors::repeated_call(
-                    stats,
-                    s,
-                    &key,
-                    (outcome, state),
-                    is_wait,
-                    progress,
-                    &call.output,
-                ));
-            }
-            let shape = t.shapes.entry(mask::shape_key(&key)).or_default();
-            fired.extend(detectors::counter_args(
-                shape,
-                s,
-                &key,
-                outcome,
-                is_wait,
-                progress,
-                &call.output,
-            ));
-            if call.status == ToolStatus::Failed && !is_wait {
-                fired.extend(detectors::same_error(&mut t.errors, s, call, &key, &masked));
-            }
-            t.outputs_seen.insert(outcome);
-            t.sequence
-                .push((hash_of(&[&key, &outcome.to_string()]), progress));
-        }
-
-        fired.extend(detectors::ping_pong(t, s));
-        fired.extend(detectors::consecutive_errors(
-            t, s, record, all_failed, only_waits,
-        ));
-        fired.extend(detectors::repeated_text(
-            t,
-            s,
+        fired.extend(detectors::empty_response(
+            &mut self.turn,
+            &self.settings,
             record,
-            turn_progress,
-            only_waits,
         ));
-        fired.extend(detectors::stagnation(
-            t,
-            s,
+        fired.extend(detectors::duplicate_calls(&self.settings, record));
+        let summary = self.observe_calls(record, &mut fired);
+        fired.extend(detectors::after_turn(
+            &mut self.turn,
+            &self.settings,
             record,
-            turn_progress,
-            only_waits,
+            &summary,
         ));
-
+        fired.extend(announced);
         match fired.into_iter().next() {
             Some(first) => self.intervene(first),
-            None => budget::after_turn(&mut self.turn, &self.settings, record, turn_progress),
+            None => self.after_turn(record, summary.progress),
+        }
+    }
+
+    /// Understands each call, asks `is_progress` about it and runs the
+    /// call-level detectors.
+    fn observe_calls(&mut self, record: &TurnRecord, fired: &mut Vec<Fired>) -> TurnSummary {
+        let (s, t) = (&self.settings, &mut self.turn);
+        let mut summary = TurnSummary::new(record);
+        let mut counted: HashSet<String> = HashSet::new();
+        for call in &record.calls {
+            let seen = facts::observe_call(t, s, call);
+            let progress = self.rules.is_progress(&seen.facts(call, s, t));
+            summary.add(&seen, progress);
+            let first = counted.insert(seen.key.clone());
+            fired.extend(detectors::after_call(t, s, call, &seen, progress, first));
+        }
+        summary
+    }
+
+    /// The budget's verdict for a turn no detector fired on, with a
+    /// pending note (back-off hints) joined to it.
+    fn after_turn(&mut self, record: &TurnRecord, progress: bool) -> Verdict {
+        let verdict = budget::after_turn(&mut self.turn, &self.settings, record, progress);
+        match (self.turn.notice.take(), verdict) {
+            (Some(note), Verdict::Continue { budget }) => Verdict::Notice { budget, text: note },
+            (Some(note), Verdict::Notice { budget, text }) => Verdict::Notice {
+                budget,
+                text: format!("{note}\n{text}"),
+            },
+            (_, verdict) => verdict,
         }
     }
 
@@ -534,7 +613,7 @@ impl Watchdog {
             evidence: fired.evidence,
             turns_used: t.turns,
             budget: t.budget,
-            hard_cap: self.settings.hard_cap(),
+            hard_cap: t.hard_cap(&self.settings),
             request: t.request.clone(),
             last_result: t.last_result.clone(),
         };
@@ -556,27 +635,6 @@ impl Watchdog {
             reason,
             summarise: false,
         }
-    }
-}
-
-/// Whether a call changed the workspace, and whether it went back to a
-/// state seen before. When the state before the call is unknown (no
-/// identifier, or a log that did not record where it started), a write is
-/// presumed to change the workspace (the seed's rule) and anything else
-/// not to.
-fn workspace_facts(t: &mut UserTurn, call: &CallRecord, is_write: bool) -> (bool, bool) {
-    match &call.workspace {
-        Some(ws) => {
-            let changed = match t.workspace.as_deref() {
-                Some(before) => before != ws,
-                None => is_write,
-            };
-            let seen = changed && t.workspaces_seen.contains(ws);
-            t.workspaces_seen.insert(ws.clone());
-            t.workspace = Some(ws.clone());
-            (changed, seen)
-        }
-        None => (is_write, false),
     }
 }
 
@@ -626,6 +684,13 @@ pub fn sample_facts(call: &CallRecord) -> CallFacts<'_> {
         is_write: false,
         workspace_changed: true,
         workspace_seen: false,
+        raw_changed: false,
+        output_small: true,
+        waiting: false,
+        counter_echo: false,
+        same_failure_after_edits: 0,
+        near_duplicates: 0,
+        quiet_turns: 0,
     }
 }
 
@@ -637,7 +702,7 @@ pub fn sample_stop() -> StopInfo {
         evidence: "run_shell ls ran 3 times with the same result".into(),
         turns_used: 3,
         budget: 12,
-        hard_cap: 48,
+        hard_cap: 250,
         request: "Run the command: echo hello".into(),
         last_result: "run_shell: hello".into(),
     }
@@ -652,7 +717,7 @@ pub(crate) mod tests {
     pub fn settings() -> Settings {
         Settings {
             base_budget: 12,
-            hard_cap_multiplier: 4,
+            hard_cap: 48,
             renew_when_left: 2,
             notice_when_left: 2,
             repeated_action: 3,
@@ -670,17 +735,42 @@ pub(crate) mod tests {
                 .map(String::from)
                 .to_vec(),
             note_placement: settings::NotePlacement::default(),
+            small_output_lines: 2,
+            small_output_bytes: 120,
+            start_words: ["&", "nohup", "docker run -d", "systemctl start"]
+                .map(String::from)
+                .to_vec(),
+            wait_window: 4,
+            wait_notice: 5,
+            wandering: 24,
+            wandering_review: 80,
+            review_words: ["review", "audit"].map(String::from).to_vec(),
+            flailing: 4,
+            runaway_generation: 4,
+            generation_min_bytes: 120,
+            near_duplicate_percent: 90,
+            announcing: 2,
+            announce_words: ["i'll", "let me"].map(String::from).to_vec(),
+            counter_echo: 3,
+        }
+    }
+
+    /// A `run_shell` call, for the watchdog's unit tests.
+    pub fn shell_call(command: &str, status: ToolStatus, output: &str) -> CallRecord {
+        CallRecord {
+            name: "run_shell".into(),
+            input: serde_json::json!({ "command": command }),
+            status,
+            output: output.into(),
+            ..CallRecord::default()
         }
     }
 
     fn shell(command: &str, output: &str) -> TurnRecord {
         TurnRecord {
             calls: vec![CallRecord {
-                name: "run_shell".into(),
-                input: serde_json::json!({ "command": command }),
-                output: output.into(),
                 workspace: Some("w".into()),
-                ..CallRecord::default()
+                ..shell_call(command, ToolStatus::Ok, output)
             }],
             ..TurnRecord::default()
         }

@@ -21,8 +21,11 @@ pub fn verdict_json(turn: usize, v: &Verdict) -> Value {
         "reason": v.reason(),
         "budget": {"used": budget.used, "limit": budget.limit},
     });
+    // Which detector fired, and why: its message and the evidence.
     if let Some(stop) = v.stop() {
         line["rule"] = json!(stop.rule);
+        line["message"] = json!(stop.message);
+        line["evidence"] = json!(stop.evidence);
     }
     line
 }

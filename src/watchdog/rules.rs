@@ -21,7 +21,9 @@ impl Rules for FallbackRules {
             && if f.is_write || f.workspace_changed {
                 f.workspace_changed && !f.workspace_seen
             } else {
-                f.output_changed && !f.output_empty
+                !f.counter_echo
+                    && !f.output_empty
+                    && (f.output_changed || (f.raw_changed && f.output_small))
             }
     }
 

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct Settings {
     /// Model turns per user message before the budget runs out.
     pub base_budget: u32,
-    /// The budget is renewed on progress up to base_budget × this.
-    pub hard_cap_multiplier: u32,
+    /// The budget is renewed on progress up to this many turns: a cost
+    /// guard for long tasks, not a loop detector.
+    pub hard_cap: u32,
     /// Renew when this few turns are left and the last turn made progress.
     pub renew_when_left: u32,
     /// Tell the model how much is left when this few turns remain.
@@ -41,6 +42,41 @@ pub struct Settings {
     pub write_tools: Vec<String>,
     /// Words that mark a shell command as waiting (polling).
     pub wait_words: Vec<String>,
+
+    // ---- Watchdog II (issue 16) ----
+    /// An output of at most this many lines and bytes (the exit-code line
+    /// aside) is "small": any raw change in it is news to a poll.
+    pub small_output_lines: u32,
+    pub small_output_bytes: u32,
+    /// Phrases that start something in the background (`&` is the shell's
+    /// background operator); a failing probe soon after is waiting.
+    pub start_words: Vec<String>,
+    /// Turns after a start (or the last waiting probe) in which a failing
+    /// probe counts as waiting and gets the polling allowance.
+    pub wait_window: u32,
+    /// After this many identical polls, a note with back-off hints.
+    pub wait_notice: u32,
+    /// Turns in a row that change nothing (read-only wandering).
+    pub wandering: u32,
+    /// The same when the request asks for reading (a review, an audit).
+    pub wandering_review: u32,
+    /// Words in the person's message that make it a reading request.
+    pub review_words: Vec<String>,
+    /// The same failing check after this many different workspace states.
+    pub flailing: u32,
+    /// Near-duplicate files written to this many distinct paths.
+    pub runaway_generation: u32,
+    /// Writes smaller than this are not counted as generation.
+    pub generation_min_bytes: u32,
+    /// Two writes are near-duplicates at this line similarity (percent).
+    pub near_duplicate_percent: u32,
+    /// The same announcement, without calls, in this many model turns in
+    /// a row.
+    pub announcing: u32,
+    /// Words that make a text an announcement of an action.
+    pub announce_words: Vec<String>,
+    /// Calls whose only effect on the output is their counter, in a row.
+    pub counter_echo: u32,
     /// Where the repair prompt and the budget notices go.
     #[serde(default)]
     pub note_placement: NotePlacement,
@@ -66,7 +102,14 @@ pub enum NotePlacement {
 impl Settings {
     /// Reads settings from JSON (the merged `settings()` map).
     pub fn from_json(value: serde_json::Value) -> Result<Settings, String> {
-        serde_json::from_value(value).map_err(|e| e.to_string())
+        let old_cap = value.get("hard_cap_multiplier").is_some();
+        serde_json::from_value(value).map_err(|e| {
+            if old_cap {
+                format!("{e}; {HARD_CAP_RENAMED}")
+            } else {
+                e.to_string()
+            }
+        })
     }
 
     /// Every detector off and a budget that never runs out: what runs when
@@ -75,7 +118,7 @@ impl Settings {
     pub fn disabled() -> Settings {
         Settings {
             base_budget: u32::MAX,
-            hard_cap_multiplier: 1,
+            hard_cap: u32::MAX,
             renew_when_left: 0,
             notice_when_left: 0,
             repeated_action: 0,
@@ -91,12 +134,27 @@ impl Settings {
             write_tools: Vec::new(),
             wait_words: Vec::new(),
             note_placement: NotePlacement::default(),
+            small_output_lines: 0,
+            small_output_bytes: 0,
+            start_words: Vec::new(),
+            wait_window: 0,
+            wait_notice: 0,
+            wandering: 0,
+            wandering_review: 0,
+            review_words: Vec::new(),
+            flailing: 0,
+            runaway_generation: 0,
+            generation_min_bytes: 0,
+            near_duplicate_percent: 100,
+            announcing: 0,
+            announce_words: Vec::new(),
+            counter_echo: 0,
         }
     }
 
+    /// The hard cap (never below the base budget).
     pub fn hard_cap(&self) -> u32 {
-        self.base_budget
-            .saturating_mul(self.hard_cap_multiplier.max(1))
+        self.hard_cap.max(self.base_budget)
     }
 
     /// Whether `name` is a tool whose writes the workspace tracker hashes.
@@ -105,7 +163,29 @@ impl Settings {
     }
 }
 
+/// What a `watchdog.rhai` written before issue 16 is told.
+pub const HARD_CAP_RENAMED: &str = "hard_cap_multiplier is gone: set hard_cap, the most model turns per user message (250 by default)";
+
 /// Whether a threshold is switched on.
 pub fn on(threshold: u32) -> bool {
     threshold > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_multiplier_is_named_with_its_replacement() {
+        let mut map = serde_json::to_value(Settings::disabled()).unwrap();
+        map["hard_cap_multiplier"] = serde_json::json!(4);
+        let err = Settings::from_json(map).unwrap_err();
+        assert!(err.contains(HARD_CAP_RENAMED), "{err}");
+        let typo = serde_json::json!({"base_budjet": 3});
+        assert!(
+            !Settings::from_json(typo)
+                .unwrap_err()
+                .contains(HARD_CAP_RENAMED)
+        );
+    }
 }

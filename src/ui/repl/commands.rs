@@ -17,6 +17,9 @@ pub enum Input {
     Tools,
     Reload,
     Budget,
+    /// `/budget +N`: raise the hard cap by N turns for the next (or
+    /// continued) turn.
+    RaiseBudget(u32),
     /// `/model` shows the model; `/model NAME` switches to a profile.
     Model(Option<String>),
     Clear,
@@ -45,7 +48,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "list the tools the model can call (script tools marked)",
     ),
     ("/reload", "reload the scripts from the config dir"),
-    ("/budget", "show the watchdog's budget for the current turn"),
+    (
+        "/budget",
+        "show the watchdog's budget; /budget +N raises the cap for the next turn",
+    ),
     ("/model", "show the model, or switch profile: /model NAME"),
     (
         "/clear",
@@ -82,7 +88,10 @@ pub fn parse(line: &str) -> Input {
         "/help" | "/?" => Input::Help,
         "/tools" => Input::Tools,
         "/reload" => Input::Reload,
-        "/budget" => Input::Budget,
+        "/budget" => match trimmed.split_whitespace().nth(1) {
+            None => Input::Budget,
+            Some(arg) => parse_raise(arg),
+        },
         "/model" => Input::Model(trimmed.split_whitespace().nth(1).map(str::to_string)),
         "/clear" => Input::Clear,
         "/compact" => Input::Compact,
@@ -108,6 +117,20 @@ pub fn parse(line: &str) -> Input {
                 None => format!("unknown command {other}; type /help for the list."),
             })
         }
+    }
+}
+
+/// Most turns one `/budget +N` may add: a typo of extra zeros should not
+/// lift the cost guard entirely.
+pub const MAX_RAISE: u32 = 10_000;
+
+/// The argument of `/budget +N`.
+fn parse_raise(arg: &str) -> Input {
+    match arg.strip_prefix('+').unwrap_or(arg).parse::<u32>() {
+        Ok(n) if n > 0 && n <= MAX_RAISE => Input::RaiseBudget(n),
+        _ => Input::Unknown(format!(
+            "/budget takes +N, a number of turns from 1 to {MAX_RAISE} to add to the hard cap (for example /budget +100), not {arg:?}"
+        )),
     }
 }
 
@@ -180,6 +203,24 @@ mod tests {
         assert_eq!(names, ["/reload", "/resume"]);
         assert!(complete_command("fix /re").is_empty());
         assert_eq!(join_continued("first \\\nsecond"), "first \nsecond");
+    }
+
+    #[test]
+    fn budget_raises_parse() {
+        assert_eq!(parse("/budget"), Input::Budget);
+        assert_eq!(parse("/budget +100"), Input::RaiseBudget(100));
+        assert_eq!(parse("/budget 50"), Input::RaiseBudget(50));
+        for bad in [
+            "/budget +0",
+            "/budget +x",
+            "/budget -5",
+            "/budget +99999999",
+        ] {
+            assert!(
+                matches!(parse(bad), Input::Unknown(ref m) if m.contains("/budget takes +N")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

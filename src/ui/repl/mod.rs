@@ -244,10 +244,18 @@ fn command(
                 eprintln!("  {}{mark}: {first}", tool.spec().name);
             }
         }
+        Input::RaiseBudget(extra) => match agent.raise_cap(extra) {
+            Some(cap) => eprintln!("  the next turn may use up to {cap} model turns"),
+            None => sink.error("there is no watchdog to raise the cap of"),
+        },
         Input::Budget => {
             let budget = agent.budget();
+            let cap = agent
+                .hard_cap()
+                .map(|c| format!(" (hard cap {c}; /budget +N raises it for the next turn)"))
+                .unwrap_or_default();
             eprintln!(
-                "  {} of {} turns used in the current turn's budget",
+                "  {} of {} turns used in the current turn's budget{cap}",
                 budget.used, budget.limit
             );
         }
