@@ -10,6 +10,7 @@
 //!   hard links, AGENTS.md, a gigabyte of output.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
+//! - `mcp`: the reference MCP servers (npm, PyPI) through the agent: calls, isError, approval, restart, HTTP.
 //! - `policy`: the default policy.rhai over tables of dangerous and everyday
 //!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
@@ -37,6 +38,7 @@ mod client;
 mod containment_fs;
 mod fuzz;
 mod layering;
+mod mcp;
 mod policy;
 mod profiles;
 mod repl;

@@ -9,6 +9,7 @@
 
 pub mod builtin;
 pub mod diff;
+pub mod mcp;
 pub mod messages;
 
 use std::collections::HashMap;
@@ -38,6 +39,8 @@ pub type Prepared = (Arc<dyn Tool>, Map<String, Value>);
 pub enum ToolOrigin {
     Builtin,
     Script,
+    /// A tool of an MCP server (`mcp.rhai`).
+    Mcp,
 }
 
 /// Everything a running tool may use.

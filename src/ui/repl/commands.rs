@@ -15,6 +15,8 @@ pub enum Input {
     Message(String),
     Help,
     Tools,
+    /// `/mcp` lists the MCP servers, their state and tools.
+    Mcp,
     Reload,
     Budget,
     /// `/model` shows the model; `/model NAME` switches to a profile.
@@ -43,6 +45,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "/tools",
         "list the tools the model can call (script tools marked)",
+    ),
+    (
+        "/mcp",
+        "list the MCP servers of mcp.rhai, their state and tools",
     ),
     ("/reload", "reload the scripts from the config dir"),
     ("/budget", "show the watchdog's budget for the current turn"),
@@ -81,6 +87,7 @@ pub fn parse(line: &str) -> Input {
     match command {
         "/help" | "/?" => Input::Help,
         "/tools" => Input::Tools,
+        "/mcp" => Input::Mcp,
         "/reload" => Input::Reload,
         "/budget" => Input::Budget,
         "/model" => Input::Model(trimmed.split_whitespace().nth(1).map(str::to_string)),
