@@ -410,3 +410,75 @@ async fn the_http_transport_reaches_a_server_on_loopback() {
     assert!(sent.contains("Echo: over http"), "{sent}");
     let _ = child.kill().await;
 }
+
+#[tokio::test]
+async fn an_interrupted_or_overlong_call_is_cancelled_and_the_server_carries_on() {
+    use agent::tools::mcp::{Hub, Setup, State};
+    let Some(s) = servers() else { return };
+    let dirs = Dirs::new();
+    std::fs::write(
+        dirs.config.join("mcp.rhai"),
+        format!(
+            "#{{ servers: #{{ everything: #{{ command: {:?}, args: [\"stdio\"], tool_timeout: 1 }} }} }}",
+            s.everything
+        ),
+    )
+    .unwrap();
+    let (host, _) = agent::script::ScriptHost::load(&dirs.config);
+    let configs = agent::script::mcp::servers(host.get(agent::script::MCP).unwrap()).unwrap();
+    let setup = Setup {
+        child_env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+        workspace: dirs.workspace.clone(),
+        lookup: Arc::new(|_: &str| None),
+    };
+    let hub = Hub::start(configs, setup, &tokio::runtime::Handle::current());
+    tokio::time::timeout(STEP_TIMEOUT, hub.wait_started())
+        .await
+        .unwrap();
+    let everything = hub.servers()[0].clone();
+    assert_eq!(everything.state(), State::Running);
+    let long = serde_json::json!({"duration": 60, "steps": 2})
+        .as_object()
+        .unwrap()
+        .clone();
+
+    // Ctrl+C: the token is cancelled while the call runs.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let interrupted = everything
+        .call("trigger-long-running-operation", long.clone(), &cancel)
+        .await;
+    assert!(
+        matches!(interrupted, Err(agent::tools::mcp::CallError::Cancelled)),
+        "{interrupted:?}"
+    );
+    assert!(started.elapsed() < STEP_TIMEOUT);
+
+    // Past tool_timeout (1 s here) the call ends as a timeout.
+    let fresh = tokio_util::sync::CancellationToken::new();
+    let late = everything
+        .call("trigger-long-running-operation", long, &fresh)
+        .await;
+    assert!(
+        matches!(late, Err(agent::tools::mcp::CallError::Timeout(_))),
+        "{late:?}"
+    );
+
+    // The server is still there for the next call.
+    let echo = serde_json::json!({"message": "still here"})
+        .as_object()
+        .unwrap()
+        .clone();
+    let result = everything.call("echo", echo, &fresh).await.unwrap();
+    assert!(
+        agent::tools::mcp::render_result(&result)
+            .1
+            .contains("still here")
+    );
+    hub.shutdown();
+}

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use server::{Server, State};
+pub use server::{CallError, Server, State};
 pub use tool::{McpTool, render_result};
 
 /// How long a server may take to start and list its tools, unless its
