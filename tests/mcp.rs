@@ -482,3 +482,57 @@ async fn an_interrupted_or_overlong_call_is_cancelled_and_the_server_carries_on(
     );
     hub.shutdown();
 }
+
+#[tokio::test]
+async fn the_repl_lists_the_servers_and_uses_their_tools() {
+    let Some(s) = servers() else { return };
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "t",
+                "time__get_current_time",
+                r#"{"timezone":"Asia/Tokyo"}"#,
+            )],
+        ),
+        Reply::text("Tokyo time, from the server."),
+    ])
+    .await;
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        &format!(
+            "time: #{{ command: {:?} }}, everything: #{{ command: {:?}, args: [\"stdio\"] }}",
+            s.time, s.everything
+        ),
+    );
+    let tmux = crate::common::tmux::Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("MCP: starting everything, time in the background")
+        .await;
+    tmux.wait_for("›").await;
+    tmux.line("/mcp");
+    // Both may still be starting: ask again until both run.
+    let start = Instant::now();
+    loop {
+        let screen = tmux.screen();
+        let last = screen.rsplit("› /mcp").next().unwrap_or("").to_string();
+        if last.contains("mcp-server-time): running") && last.contains(" stdio): running") {
+            assert!(last.contains("time__get_current_time"), "{screen}");
+            break;
+        }
+        assert!(start.elapsed() < STEP_TIMEOUT, "{screen}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if last.contains("\n›") {
+            tmux.line("/mcp");
+        }
+    }
+    tmux.line("what time is it in Tokyo?");
+    tmux.wait_for("Tokyo time, from the server.").await;
+    let sent = server.requests()[1].tool_result("t").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sent.contains("+09:00"), "{sent}");
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+}
