@@ -71,23 +71,55 @@ fn tool_result<'a>(lines: &'a [Value], id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no tool_result for {id} in {lines:?}"))
 }
 
+/// A mock model that asks the time server for Tokyo's time (call `id`),
+/// then answers `answer`.
+async fn tokyo_model(id: &str, answer: &str) -> MockServer {
+    MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(id, "time__get_current_time", r#"{"timezone":"Asia/Tokyo"}"#)],
+        ),
+        Reply::text(answer),
+    ])
+    .await
+}
+
+/// What the model received as the result of call `id` (in its second request).
+fn sent_result(server: &MockServer, id: &str) -> String {
+    server.requests()[1].tool_result(id).unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A hub with the servers of `servers` (an `mcp.rhai` map's inside),
+/// started in-process and waited for.
+async fn started_hub(dirs: &Dirs, servers: &str) -> agent::tools::mcp::Hub {
+    use agent::tools::mcp::{Hub, Setup};
+    write_mcp(dirs, servers);
+    let (host, _) = agent::script::ScriptHost::load(&dirs.config);
+    let configs = agent::script::mcp::servers(host.get(agent::script::MCP).unwrap()).unwrap();
+    let setup = Setup {
+        child_env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+        workspace: dirs.workspace.clone(),
+        lookup: Arc::new(|_: &str| None),
+    };
+    let hub = Hub::start(configs, setup, &tokio::runtime::Handle::current());
+    tokio::time::timeout(STEP_TIMEOUT, hub.wait_started())
+        .await
+        .unwrap();
+    hub
+}
+
 #[tokio::test]
 async fn a_time_server_call_reaches_the_server_and_its_result_the_model() {
     let Some(s) = servers() else { return };
-    let server = MockServer::start(vec![
-        Reply::tools(
-            Shape::OpenAi,
-            &[(
-                "t1",
-                "time__get_current_time",
-                r#"{"timezone":"Asia/Tokyo"}"#,
-            )],
-        ),
-        Reply::text("It is evening in Tokyo."),
-    ])
-    .await;
+    let server = tokyo_model("t1", "It is evening in Tokyo.").await;
     let dirs = Dirs::new();
-    write_mcp(&dirs, &format!("time: #{{ command: {:?} }}", s.time));
+    write_mcp(
+        &dirs,
+        &format!("time: #{{ startup_timeout: 25, command: {:?} }}", s.time),
+    );
     let mut cmd = agent_command(&dirs, &server.base_url);
     cmd.args(["-p", "What time is it in Tokyo?", "--json"]);
     let out = output(cmd).await;
@@ -111,10 +143,7 @@ async fn a_time_server_call_reaches_the_server_and_its_result_the_model() {
         spec["function"]["parameters"]["required"][0], "timezone",
         "{spec}"
     );
-    let sent = server.requests()[1].tool_result("t1").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sent = sent_result(&server, "t1");
     // The real server's answer: the zone and an ISO time with +09:00.
     assert!(
         sent.contains("Asia/Tokyo") && sent.contains("+09:00"),
@@ -148,7 +177,7 @@ async fn is_error_is_a_failed_call_and_a_destructive_tool_asks() {
     write_mcp(
         &dirs,
         &format!(
-            "files: #{{ command: {:?}, args: [{:?}] }}",
+            "files: #{{ startup_timeout: 25, command: {:?}, args: [{:?}] }}",
             s.filesystem, dirs.workspace
         ),
     );
@@ -213,7 +242,7 @@ async fn a_stdio_server_gets_the_scrubbed_environment_plus_its_own() {
     write_mcp(
         &dirs,
         &format!(
-            "everything: #{{ command: {:?}, args: [\"stdio\"], env: #{{ MCP_TEST_SETTING: \"from-config\" }} }}",
+            "everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"], env: #{{ MCP_TEST_SETTING: \"from-config\" }} }}",
             s.everything
         ),
     );
@@ -222,10 +251,7 @@ async fn a_stdio_server_gets_the_scrubbed_environment_plus_its_own() {
         .args(["-p", "env"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
-    let sent = server.requests()[1].tool_result("e1").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sent = sent_result(&server, "e1");
     assert!(sent.contains("from-config"), "{sent}");
     assert!(sent.contains("\"PATH\""), "{sent}");
     assert!(!sent.contains("SERVICE_API_TOKEN"), "{sent}");
@@ -273,25 +299,14 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn a_killed_server_is_reported_and_the_next_call_restarts_it() {
-    use agent::tools::mcp::{Hub, Setup, State};
+    use agent::tools::mcp::State;
     let Some(s) = servers() else { return };
     let dirs = Dirs::new();
-    std::fs::write(
-        dirs.config.join("mcp.rhai"),
-        format!("#{{ servers: #{{ time: #{{ command: {:?} }} }} }}", s.time),
+    let hub = started_hub(
+        &dirs,
+        &format!("time: #{{ startup_timeout: 25, command: {:?} }}", s.time),
     )
-    .unwrap();
-    let (host, _) = agent::script::ScriptHost::load(&dirs.config);
-    let configs = agent::script::mcp::servers(host.get(agent::script::MCP).unwrap()).unwrap();
-    let setup = Setup {
-        child_env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
-        workspace: dirs.workspace.clone(),
-        lookup: Arc::new(|_: &str| None),
-    };
-    let hub = Hub::start(configs, setup, &tokio::runtime::Handle::current());
-    tokio::time::timeout(STEP_TIMEOUT, hub.wait_started())
-        .await
-        .unwrap();
+    .await;
     let time = hub.servers()[0].clone();
     assert_eq!(time.state(), State::Running);
     let args = |zone: &str| {
@@ -396,45 +411,33 @@ async fn the_http_transport_reaches_a_server_on_loopback() {
     let dirs = Dirs::new();
     write_mcp(
         &dirs,
-        &format!("web: #{{ url: \"http://127.0.0.1:{port}/mcp\", token_env: \"WEB_MCP_TOKEN\" }}"),
+        &format!(
+            "web: #{{ startup_timeout: 25, url: \"http://127.0.0.1:{port}/mcp\", token_env: \"WEB_MCP_TOKEN\" }}"
+        ),
     );
     let mut cmd = agent_command(&dirs, &server.base_url);
     cmd.env("WEB_MCP_TOKEN", "not-checked-by-this-server")
         .args(["-p", "echo"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
-    let sent = server.requests()[1].tool_result("h1").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sent = sent_result(&server, "h1");
     assert!(sent.contains("Echo: over http"), "{sent}");
     let _ = child.kill().await;
 }
 
 #[tokio::test]
 async fn an_interrupted_or_overlong_call_is_cancelled_and_the_server_carries_on() {
-    use agent::tools::mcp::{Hub, Setup, State};
+    use agent::tools::mcp::State;
     let Some(s) = servers() else { return };
     let dirs = Dirs::new();
-    std::fs::write(
-        dirs.config.join("mcp.rhai"),
-        format!(
-            "#{{ servers: #{{ everything: #{{ command: {:?}, args: [\"stdio\"], tool_timeout: 1 }} }} }}",
+    let hub = started_hub(
+        &dirs,
+        &format!(
+            "everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"], tool_timeout: 1 }}",
             s.everything
         ),
     )
-    .unwrap();
-    let (host, _) = agent::script::ScriptHost::load(&dirs.config);
-    let configs = agent::script::mcp::servers(host.get(agent::script::MCP).unwrap()).unwrap();
-    let setup = Setup {
-        child_env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
-        workspace: dirs.workspace.clone(),
-        lookup: Arc::new(|_: &str| None),
-    };
-    let hub = Hub::start(configs, setup, &tokio::runtime::Handle::current());
-    tokio::time::timeout(STEP_TIMEOUT, hub.wait_started())
-        .await
-        .unwrap();
+    .await;
     let everything = hub.servers()[0].clone();
     assert_eq!(everything.state(), State::Running);
     let long = serde_json::json!({"duration": 60, "steps": 2})
@@ -486,23 +489,12 @@ async fn an_interrupted_or_overlong_call_is_cancelled_and_the_server_carries_on(
 #[tokio::test]
 async fn the_repl_lists_the_servers_and_uses_their_tools() {
     let Some(s) = servers() else { return };
-    let server = MockServer::start(vec![
-        Reply::tools(
-            Shape::OpenAi,
-            &[(
-                "t",
-                "time__get_current_time",
-                r#"{"timezone":"Asia/Tokyo"}"#,
-            )],
-        ),
-        Reply::text("Tokyo time, from the server."),
-    ])
-    .await;
+    let server = tokyo_model("t", "Tokyo time, from the server.").await;
     let dirs = Dirs::new();
     write_mcp(
         &dirs,
         &format!(
-            "time: #{{ command: {:?} }}, everything: #{{ command: {:?}, args: [\"stdio\"] }}",
+            "time: #{{ startup_timeout: 25, command: {:?} }}, everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"] }}",
             s.time, s.everything
         ),
     );
@@ -528,10 +520,7 @@ async fn the_repl_lists_the_servers_and_uses_their_tools() {
     }
     tmux.line("what time is it in Tokyo?");
     tmux.wait_for("Tokyo time, from the server.").await;
-    let sent = server.requests()[1].tool_result("t").unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sent = sent_result(&server, "t");
     assert!(sent.contains("+09:00"), "{sent}");
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
