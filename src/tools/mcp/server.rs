@@ -340,6 +340,12 @@ impl Server {
         if let Ok(mut g) = self.pgid.lock() {
             *g = pid;
         }
+        // Stopped while it was being spawned (the agent is leaving): the
+        // stop found no group to kill, so kill it here.
+        if self.stopped.load(Ordering::SeqCst) {
+            self.kill_group();
+            return Err("the session ended while it started".into());
+        }
         if let Ok(mut lines) = self.stderr.lock() {
             lines.clear();
         }
