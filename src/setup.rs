@@ -23,8 +23,9 @@ use crate::runtime::policy::{Approvals, Asks, Policy, ask_channel};
 use crate::runtime::sandbox;
 use crate::script::policy::{PolicySettings, ScriptApprove};
 use crate::script::tools::ScriptTool;
-use crate::script::{self, LoadNote, MODELS, POLICY, ScriptHost, TOOLS, WATCHDOG, models};
+use crate::script::{self, LoadNote, MCP, MODELS, POLICY, ScriptHost, TOOLS, WATCHDOG, models};
 use crate::tools::Registry;
+use crate::tools::mcp::{Hub, ServerConfig};
 use crate::tools::text_calls::{BuiltinReader, CallReader, ToolCallMode};
 use crate::watchdog::replay::RunLog;
 use crate::watchdog::{Judge, Watchdog};
@@ -244,10 +245,18 @@ pub struct Session {
     /// The prune of old sessions started with this one; waited for when
     /// the session ends, so the agent never exits in the middle of it.
     pruning: Option<std::thread::JoinHandle<Pruned>>,
+    /// The MCP servers of `mcp.rhai`, started in the background.
+    pub mcp: Hub,
+    /// The registry the scripts built, before the MCP servers' tools are
+    /// added to it ([`Session::refresh_mcp`]).
+    base_registry: Arc<Registry>,
+    /// [`Hub::generation`] when the agent's registry was last built.
+    mcp_generation: Option<u64>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.mcp.shutdown();
         if let Some(pruning) = self.pruning.take() {
             let _ = pruning.join();
         }
@@ -311,8 +320,13 @@ impl Session {
             },
             resumed: Vec::new(),
             pruning: None,
+            mcp: Hub::empty(),
+            base_registry: Arc::new(Registry::default()),
+            mcp_generation: None,
         };
         let parts = session.parts(&mut notes);
+        session.base_registry = parts.registry.clone();
+        session.start_mcp(&parts.runtime, &mut notes);
         let judge = Judge::new(parts.watchdog, session.settings.workspace.clone())
             .with_run_log(RunLog::new(session.data.run_log(&session.id)));
         let mut agent = Agent::new(
@@ -335,6 +349,96 @@ impl Session {
         }
         session.start_pruning();
         Ok((session, agent, notes))
+    }
+
+    /// The servers `mcp.rhai` configures (none when it is broken, with a
+    /// warning).
+    fn mcp_configs(&self, notes: &mut Vec<Note>) -> Vec<ServerConfig> {
+        match self.host.get(MCP).map(|s| script::mcp::servers(s)) {
+            Some(Ok(list)) => list,
+            Some(Err(e)) => {
+                notes.push(Note::Warning(format!("{e}; no MCP servers are started")));
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Starts the servers of `mcp.rhai` in the background (a hub with the
+    /// same servers already running is kept). Their tools join the
+    /// registry at [`Session::refresh_mcp`].
+    fn start_mcp(&mut self, runtime: &Runtime, notes: &mut Vec<Note>) {
+        let configs = self.mcp_configs(notes);
+        if configs == self.mcp.configs() {
+            return;
+        }
+        self.mcp.shutdown();
+        self.mcp_generation = None;
+        if configs.is_empty() {
+            self.mcp = Hub::empty();
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            notes.push(Note::Warning(
+                "MCP servers need the async runtime; none are started".into(),
+            ));
+            self.mcp = Hub::empty();
+            return;
+        };
+        let lookup = self.lookup.clone();
+        let names: Vec<String> = configs
+            .iter()
+            .filter(|c| c.enabled)
+            .map(|c| c.name.clone())
+            .collect();
+        let setup = crate::tools::mcp::Setup {
+            child_env: runtime.child_env.clone(),
+            workspace: self.settings.workspace.clone(),
+            lookup: Arc::new(move |name: &str| lookup(name)),
+        };
+        self.mcp = Hub::start(configs, setup, &handle);
+        if !names.is_empty() {
+            notes.push(Note::Info(format!(
+                "MCP: starting {} in the background; /mcp shows them",
+                names.join(", ")
+            )));
+        }
+    }
+
+    /// Waits until no MCP server is still starting (each within its
+    /// `startup_timeout`).
+    pub async fn mcp_started(&self) {
+        self.mcp.wait_started().await;
+    }
+
+    /// Puts the running MCP servers' tools into the agent's registry when
+    /// they changed, and returns what happened to the servers since the
+    /// last call (failed starts, crashes, restarts) for the person.
+    pub fn refresh_mcp(&mut self, agent: &mut Agent) -> Vec<Note> {
+        let notes: Vec<Note> = self
+            .mcp
+            .take_reports()
+            .into_iter()
+            .map(|line| {
+                if line.contains("restarted") {
+                    Note::Info(line)
+                } else {
+                    Note::Warning(line)
+                }
+            })
+            .collect();
+        let generation = self.mcp.generation();
+        if self.mcp_generation != Some(generation) {
+            let mut registry = (*self.base_registry).clone();
+            for tool in self.mcp.tools() {
+                if registry.get(&tool.spec().name).is_none() {
+                    registry.register(tool);
+                }
+            }
+            agent.set_registry(Arc::new(registry));
+            self.mcp_generation = Some(generation);
+        }
+        notes
     }
 
     /// Deletes old sessions by the retention rule, in the background (off
@@ -438,6 +542,19 @@ impl Session {
         if let Some(key) = &settings.api_key {
             runtime.add_redaction(key);
         }
+        // MCP bearer tokens are secrets wherever they would show.
+        if let Some(Ok(servers)) = self.host.get(MCP).map(|s| script::mcp::servers(s)) {
+            for server in servers {
+                if let crate::tools::mcp::Transport::Http {
+                    token_env: Some(var),
+                    ..
+                } = &server.transport
+                    && let Some(token) = (self.lookup)(var)
+                {
+                    runtime.add_redaction(&token);
+                }
+            }
+        }
         let mut sandbox_settings = policy_settings.sandbox_settings();
         if settings.sandbox {
             // `--sandbox` / AGENT_SANDBOX: confinement or no commands.
@@ -507,7 +624,12 @@ impl Session {
             ))),
         }
         let parts = self.parts(&mut notes);
+        self.base_registry = parts.registry.clone();
+        self.start_mcp(&parts.runtime, &mut notes);
         self.apply(agent, parts);
+        // The new registry lacks the MCP tools until they are put back.
+        self.mcp_generation = None;
+        notes.extend(self.refresh_mcp(agent));
         notes
     }
 
@@ -676,6 +798,45 @@ pub fn is_local(base_url: &str) -> bool {
         || ip
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `agent check`: starts every server of `mcp.rhai` (with the child
+/// environment `policy.rhai` gives commands), waits for each within its
+/// startup timeout, and says what became of it; then stops them all.
+/// `Err` when mcp.rhai cannot be read.
+pub async fn check_mcp(
+    host: &ScriptHost,
+    workspace: &std::path::Path,
+    env: Env,
+) -> Result<Vec<crate::tools::mcp::ServerStatus>, String> {
+    let configs = match host.get(MCP) {
+        Some(script) => script::mcp::servers(script)?,
+        None => Vec::new(),
+    };
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let runtime = match host
+        .get(POLICY)
+        .map(|p| (p, PolicySettings::from_script(p)))
+    {
+        Some((script, Ok(settings))) => Runtime::with_env_rules(
+            workspace.to_path_buf(),
+            std::env::temp_dir(),
+            vars,
+            &settings.env_allow,
+            &|name, value| crate::script::policy::is_secret(script, name, value),
+        ),
+        _ => Runtime::new(workspace.to_path_buf(), std::env::temp_dir(), vars),
+    };
+    let setup = crate::tools::mcp::Setup {
+        child_env: runtime.child_env.clone(),
+        workspace: workspace.to_path_buf(),
+        lookup: Arc::new(move |name: &str| env(name)),
+    };
+    let hub = Hub::start(configs, setup, &tokio::runtime::Handle::current());
+    hub.wait_started().await;
+    let status = hub.status();
+    hub.shutdown();
+    Ok(status)
 }
 
 /// One line for `agent check`: the endpoint and model the agent would use

@@ -12,6 +12,7 @@
 //! - `local_models`: streams recorded from llama-server replayed: calls
 //!   written as text, keep-alives, the usage chunk, the padding cut.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
+//! - `mcp`: the reference MCP servers (npm, PyPI) through the agent: calls, isError, approval, restart, HTTP.
 //! - `policy`: the default policy.rhai over tables of dangerous and everyday
 //!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
@@ -44,6 +45,7 @@ mod containment_fs;
 mod fuzz;
 mod layering;
 mod local_models;
+mod mcp;
 mod policy;
 mod profiles;
 mod repl;

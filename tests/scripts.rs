@@ -200,7 +200,8 @@ async fn check_passes_on_the_defaults_and_init_never_clobbers() {
 
     let out = run(&["init"]).await;
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out).matches("wrote").count(), 5, "{}", stdout(&out));
+    assert_eq!(stdout(&out).matches("wrote").count(), 6, "{}", stdout(&out));
+    assert!(stdout(&out).contains("mcp.rhai"), "{}", stdout(&out));
     let tools = dirs.config.join("tools.rhai");
     let mut edited = std::fs::read_to_string(&tools).unwrap();
     edited.insert_str(0, "// my edit\n");

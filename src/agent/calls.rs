@@ -170,6 +170,7 @@ fn approval_event(request: ApprovalRequest) -> ApprovalAsk {
             (Some(command.clone()), None)
         }
         Action::Write { path } => (None, Some(path.display().to_string())),
+        Action::Mcp { .. } => (None, None),
     };
     ApprovalAsk {
         id: request.id,

@@ -43,8 +43,15 @@ fn init_failed(settings: &Settings, style: Style, e: &std::io::Error) -> u8 {
 }
 
 /// `endpoint` is what the agent would talk to after every override.
-pub fn check(settings: &Settings, style: Style, endpoint: Result<String, String>) -> u8 {
+/// `mcp` is what became of each MCP server when it was started.
+pub fn check(
+    settings: &Settings,
+    style: Style,
+    endpoint: Result<String, String>,
+    mcp: Result<Vec<crate::tools::mcp::ServerStatus>, String>,
+) -> u8 {
     let mut failed = 0;
+    let mut mcp_failed = 0;
     match &endpoint {
         Ok(line) => report::out(&format!("{}  endpoint: {line}", style.green("ok"))),
         Err(e) => {
@@ -66,6 +73,32 @@ pub fn check(settings: &Settings, style: Style, endpoint: Result<String, String>
             }
         }
     }
+    match &mcp {
+        Ok(servers) if servers.is_empty() => report::out(&format!(
+            "{}  mcp: no servers configured",
+            style.green("ok")
+        )),
+        Ok(servers) => {
+            for server in servers {
+                let running = server.state == crate::tools::mcp::State::Running
+                    || server.state == crate::tools::mcp::State::Disabled;
+                if !running {
+                    mcp_failed += 1;
+                }
+                let mark = if running {
+                    style.green("ok")
+                } else {
+                    style.red("FAILED")
+                };
+                report::out(&format!("{mark}  mcp server `{}`:", server.name));
+                for line in crate::ui::render::mcp_servers(style, std::slice::from_ref(server)) {
+                    report::out(&line);
+                }
+            }
+        }
+        // mcp.rhai's own error is reported with the scripts above.
+        Err(_) => {}
+    }
     let (host, _) = ScriptHost::load(&settings.config_dir);
     let sandbox_settings = host
         .get(script::POLICY)
@@ -75,9 +108,16 @@ pub fn check(settings: &Settings, style: Style, endpoint: Result<String, String>
     for line in crate::runtime::sandbox::check_lines(std::env::current_exe(), &sandbox_settings) {
         report::out(&line);
     }
-    if failed == 0 {
+    if mcp_failed > 0 {
+        report::out(&format!(
+            "{mcp_failed} MCP server(s) did not start; their tools are not available until they do (see above)."
+        ));
+    }
+    if failed == 0 && mcp_failed == 0 {
         report::out("All scripts are fine.");
         exit::OK
+    } else if failed == 0 {
+        exit::USAGE
     } else {
         report::out(&format!(
             "{failed} script(s) have errors; until they are fixed the agent uses the built-in default for each."

@@ -186,7 +186,12 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
             let (host, _) = crate::script::ScriptHost::load(&settings.config_dir);
             let endpoint =
                 crate::setup::describe_endpoint(&host, &overrides, &*env, cli.profile.as_deref());
-            return commands::check(&settings, style, endpoint);
+            let mcp = rt.block_on(crate::setup::check_mcp(
+                &host,
+                &settings.workspace,
+                env.clone(),
+            ));
+            return commands::check(&settings, style, endpoint, mcp);
         }
         Some(Command::Replay { file }) => return commands::replay_file(&settings, style, &file),
         Some(Command::Policy {
@@ -226,6 +231,8 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
         );
     }
 
+    // MCP servers start on this runtime, in the background.
+    let entered = rt.enter();
     let started = Session::start(Start {
         settings: &settings,
         overrides: &overrides,
@@ -234,17 +241,23 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
         resume: cli.resume.as_deref(),
         launcher: None,
     });
-    let (mut session, mut agent, notes) = match started {
+    drop(entered);
+    let (mut session, mut agent, mut notes) = match started {
         Ok(started) => started,
         Err(message) => return fail(&message),
     };
     match prompt {
         Some(task) => {
+            // Nobody waits at a prompt here: the servers' tools are in
+            // the first request.
+            rt.block_on(session.mcp_started());
+            notes.extend(session.refresh_mcp(&mut agent));
             let how = oneshot::OneShot {
                 json: cli.json,
                 style,
                 show_reasoning: cli.show_reasoning,
                 yes: cli.yes,
+                mcp: session.mcp.status(),
             };
             on_worker(&rt, async move {
                 oneshot::run(&mut agent, &task, how, &notes).await

@@ -22,6 +22,9 @@ pub struct OneShot {
     pub show_reasoning: bool,
     /// `--yes`: approve what the policy would ask about.
     pub yes: bool,
+    /// The MCP servers as the turn starts (one `mcp` event each with
+    /// `--json`).
+    pub mcp: Vec<crate::tools::mcp::ServerStatus>,
 }
 
 /// Runs `task` and returns the exit code. `notes` from the setup are
@@ -53,6 +56,17 @@ pub async fn run(agent: &mut Agent, task: &str, how: OneShot, notes: &[Note]) ->
     {
         // Which sandbox layers hold, for a program reading the events.
         json_sink.line(sandbox.json_event());
+    }
+    if how.json {
+        for server in &how.mcp {
+            json_sink.line(json!({
+                "type": "mcp",
+                "server": server.name,
+                "state": server.state.describe(),
+                "running": server.state == crate::tools::mcp::State::Running,
+                "tools": server.tools,
+            }));
+        }
     }
     super::emit_notes(sink.as_ref(), notes);
     let sink = sink.as_ref();

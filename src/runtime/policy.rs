@@ -28,6 +28,17 @@ pub enum Action {
     Unsandboxed { command: String },
     /// Write (create, replace or edit) a file.
     Write { path: PathBuf },
+    /// Call a tool of an MCP server. `arguments` is the call's JSON
+    /// object; `destructive` and `read_only` are the server's own hints
+    /// (`destructiveHint`, `readOnlyHint`), which only a trusted server's
+    /// word makes true.
+    Mcp {
+        server: String,
+        tool: String,
+        arguments: String,
+        destructive: bool,
+        read_only: bool,
+    },
 }
 
 impl Action {
@@ -39,6 +50,9 @@ impl Action {
                 format!("run `{command}` outside the sandbox")
             }
             Action::Write { path } => format!("write {}", path.display()),
+            Action::Mcp { server, tool, .. } => {
+                format!("call the tool `{tool}` of the MCP server `{server}`")
+            }
         }
     }
 
@@ -46,7 +60,7 @@ impl Action {
     pub fn command(&self) -> Option<&str> {
         match self {
             Action::Shell { command } | Action::Unsandboxed { command } => Some(command),
-            Action::Write { .. } => None,
+            Action::Write { .. } | Action::Mcp { .. } => None,
         }
     }
 }
@@ -94,7 +108,7 @@ pub fn programs_of(action: &Action, ctx: &Context) -> Vec<String> {
         Action::Shell { command } | Action::Unsandboxed { command } => {
             command::parse(command, ctx).programs()
         }
-        Action::Write { .. } => Vec::new(),
+        Action::Write { .. } | Action::Mcp { .. } => Vec::new(),
     }
 }
 
@@ -312,6 +326,8 @@ impl Policy {
 pub fn scope_key(action: &Action, ctx: &Context) -> String {
     match action {
         Action::Write { path } => format!("write {}", path.display()),
+        // "Always" covers the tool, whatever its arguments.
+        Action::Mcp { server, tool, .. } => format!("mcp {server} {tool}"),
         Action::Unsandboxed { command } => format!(
             "outside the sandbox: {}",
             scope_key(

@@ -16,6 +16,7 @@
 //! | `json_parse(text)`, `json_stringify(value)` | JSON in and out |
 //! | `regex_match(text, pattern)`, `regex_escape(text)` | regular expressions (Rust `regex` syntax) |
 //! | `default_tool_calls(text, tools)` | the tool calls the built-in reader finds in a model's text: `[#{name, arguments}]` ([`crate::tools::text_calls`]) |
+//! | `which(program)` | the program's path on the agent's `PATH`, or `""` (mcp.rhai adds a server only where its program exists) |
 //! | `is_read_only(cmd)`, `writes_outside(action)`, ... | the policy's helpers over a parsed command: [`super::policy_api`] |
 //!
 //! Shell commands and file access go through [`crate::runtime`], the same
@@ -97,7 +98,35 @@ pub fn register(engine: &mut Engine) {
     engine.register_fn("default_tool_calls", |text: &str, _tools: Array| {
         super::models::calls_to_dynamic(crate::tools::text_calls::parse(text))
     });
+    FuncRegistration::new("which")
+        .with_volatility(true)
+        .register_into_engine(engine, |program: &str| which(program));
     super::policy_api::register(engine);
+}
+
+/// `which(program)`: the first executable `program` on the agent's `PATH`
+/// (a name with a `/` is checked as it is), or `""`.
+pub fn which(program: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let runs = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.is_empty() {
+        return String::new();
+    }
+    if program.contains('/') {
+        return if runs(std::path::Path::new(program)) {
+            program.to_string()
+        } else {
+            String::new()
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| runs(p))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 /// `now()`'s format: date, time and UTC offset.

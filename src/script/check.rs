@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rhai::Dynamic;
 
 use super::{
-    DEFAULTS, MODELS, Origin, POLICY, PROMPT, Script, ScriptError, TOOLS, WATCHDOG, compile,
+    DEFAULTS, MCP, MODELS, Origin, POLICY, PROMPT, Script, ScriptError, TOOLS, WATCHDOG, compile,
     models, policy, tools,
 };
 use crate::prompt::PromptContext;
@@ -115,6 +115,17 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
             })?;
             let names: Vec<String> = defs.into_iter().map(|d| d.spec.name).collect();
             Ok(format!("{} tools: {}", names.len(), names.join(", ")))
+        }
+        MCP => {
+            let servers = super::mcp::servers(script).map_err(|m| ScriptError {
+                rendered: format!("error: {m}\n --> {}\n", script.display_path()),
+                summary: m,
+            })?;
+            let names: Vec<String> = servers.into_iter().map(|s| s.name).collect();
+            Ok(match names.len() {
+                0 => "no servers".to_string(),
+                n => format!("{n} servers: {}", names.join(", ")),
+            })
         }
         WATCHDOG => {
             let settings = script.call_hook("settings", vec![])?;

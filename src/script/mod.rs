@@ -22,11 +22,13 @@
 //! | `watchdog` | watchdog.rhai: the watchdog's settings and [`crate::watchdog::Rules`] |
 //! | `policy` | policy.rhai: limits, secrets, and [`crate::runtime::policy::Approve`] |
 //! | `models` | models.rhai: profiles and [`crate::client::RequestOptions`] |
+//! | `mcp` | mcp.rhai: the MCP servers ([`crate::tools::mcp::ServerConfig`]) |
 
 pub mod api;
 pub mod check;
 pub mod engine;
 pub mod error;
+pub mod mcp;
 pub mod models;
 pub mod policy;
 pub mod policy_api;
@@ -53,6 +55,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (WATCHDOG, include_str!("../../scripts/watchdog.rhai")),
     (POLICY, include_str!("../../scripts/policy.rhai")),
     (MODELS, include_str!("../../scripts/models.rhai")),
+    (MCP, include_str!("../../scripts/mcp.rhai")),
 ];
 
 pub const PROMPT: &str = "prompt.rhai";
@@ -60,6 +63,7 @@ pub const TOOLS: &str = "tools.rhai";
 pub const WATCHDOG: &str = "watchdog.rhai";
 pub const POLICY: &str = "policy.rhai";
 pub const MODELS: &str = "models.rhai";
+pub const MCP: &str = "mcp.rhai";
 
 /// Where a loaded script came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

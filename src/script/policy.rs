@@ -201,6 +201,27 @@ impl ScriptApprove {
                 m.insert("path".into(), path.display().to_string().into());
                 super::policy_api::insert_parsed(&mut m, &Default::default());
             }
+            Action::Mcp {
+                server,
+                tool,
+                arguments,
+                destructive,
+                read_only,
+            } => {
+                m.insert("kind".into(), "mcp".into());
+                m.insert("command".into(), "".into());
+                m.insert("path".into(), "".into());
+                m.insert("server".into(), server.clone().into());
+                m.insert("tool".into(), tool.clone().into());
+                let args = serde_json::from_str::<serde_json::Value>(arguments)
+                    .ok()
+                    .and_then(|v| rhai::serde::to_dynamic(v).ok())
+                    .unwrap_or_else(|| Dynamic::from_map(Map::new()));
+                m.insert("arguments".into(), args);
+                m.insert("destructive".into(), (*destructive).into());
+                m.insert("read_only".into(), (*read_only).into());
+                super::policy_api::insert_parsed(&mut m, &Default::default());
+            }
         }
         m.insert(
             "workspace".into(),

@@ -9,6 +9,7 @@
 
 pub mod builtin;
 pub mod diff;
+pub mod mcp;
 pub mod messages;
 pub mod text_calls;
 
@@ -39,6 +40,8 @@ pub type Prepared = (Arc<dyn Tool>, Map<String, Value>);
 pub enum ToolOrigin {
     Builtin,
     Script,
+    /// A tool of an MCP server (`mcp.rhai`).
+    Mcp,
 }
 
 /// Everything a running tool may use.

@@ -241,6 +241,33 @@ pub fn policy_report(report: &crate::script::policy_test::Report) -> String {
     out
 }
 
+/// `/mcp` and `agent check`: each MCP server, its state and its tools.
+pub fn mcp_servers(style: Style, servers: &[crate::tools::mcp::ServerStatus]) -> Vec<String> {
+    use crate::tools::mcp::State;
+    if servers.is_empty() {
+        return vec!["  no MCP servers (add them to mcp.rhai in the config dir)".to_string()];
+    }
+    let mut lines = Vec::new();
+    for s in servers {
+        let state = match &s.state {
+            State::Running => style.green("running"),
+            State::Failed(_) | State::Crashed(_) => {
+                style.red(&super::sanitize::visible(&s.state.describe()))
+            }
+            other => other.describe(),
+        };
+        lines.push(format!(
+            "  {} ({}): {state}",
+            s.name,
+            super::sanitize::visible(&s.what)
+        ));
+        if !s.tools.is_empty() {
+            lines.push(format!("    tools: {}", s.tools.join(", ")));
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

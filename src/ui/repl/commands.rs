@@ -15,6 +15,8 @@ pub enum Input {
     Message(String),
     Help,
     Tools,
+    /// `/mcp` lists the MCP servers, their state and tools.
+    Mcp,
     Reload,
     Budget,
     /// `/budget +N`: raise the hard cap by N turns for the next (or
@@ -46,6 +48,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "/tools",
         "list the tools the model can call (script tools marked)",
+    ),
+    (
+        "/mcp",
+        "list the MCP servers of mcp.rhai, their state and tools",
     ),
     ("/reload", "reload the scripts from the config dir"),
     (
@@ -87,6 +93,7 @@ pub fn parse(line: &str) -> Input {
     match command {
         "/help" | "/?" => Input::Help,
         "/tools" => Input::Tools,
+        "/mcp" => Input::Mcp,
         "/reload" => Input::Reload,
         "/budget" => match trimmed.split_whitespace().nth(1) {
             None => Input::Budget,

@@ -141,6 +141,10 @@ pub fn run(
                         }
                     }
                 }
+                // The MCP servers started in the background; the turn
+                // waits for any still starting, so their tools are in it.
+                rt.block_on(session.mcp_started());
+                show_notes(&sink, &session.refresh_mcp(agent));
                 watch.turn_started(&session.host);
                 turn(rt, agent, &mut editor, &sink, &text);
                 watch.turn_ended(&session.host);
@@ -233,12 +237,18 @@ fn command(
             }
         }
         Input::Unknown(hint) => sink.error(&hint),
+        Input::Mcp => {
+            show_notes(sink, &session.refresh_mcp(agent));
+            for line in super::render::mcp_servers(sink.style(), &session.mcp.status()) {
+                eprintln!("{line}");
+            }
+        }
         Input::Tools => {
             for tool in agent.registry().tools() {
-                let mark = if tool.origin() == ToolOrigin::Script {
-                    " (script)"
-                } else {
-                    ""
+                let mark = match tool.origin() {
+                    ToolOrigin::Script => " (script)",
+                    ToolOrigin::Mcp => " (mcp)",
+                    ToolOrigin::Builtin => "",
                 };
                 let first = crate::watchdog::snippet(&tool.spec().description);
                 eprintln!("  {}{mark}: {first}", tool.spec().name);
