@@ -17,9 +17,9 @@ use crate::client::{ChatClient, ClientConfig, RequestOptions};
 use crate::config::{Overrides, Settings};
 use crate::data_dir::retention::{Pruned, Retention};
 use crate::data_dir::{DataDir, new_session_id};
-use crate::runtime::checkpoint::{Caps, Checkpoints};
 use crate::prompt::PromptContext;
 use crate::runtime::Runtime;
+use crate::runtime::checkpoint::{Caps, Checkpoints};
 use crate::runtime::policy::{Approvals, Asks, Policy, ask_channel};
 use crate::runtime::sandbox;
 use crate::script::policy::{PolicySettings, ScriptApprove};
@@ -557,6 +557,7 @@ impl Session {
     /// Starts a new conversation in a new transcript (the old one stays).
     pub fn new_conversation(&mut self, agent: &mut Agent) -> Vec<Note> {
         agent.clear();
+        crate::script::api::clear_session_state();
         self.id = new_session_id();
         agent.set_checkpoints(self.checkpoints(&self.id));
         self.new_transcript(agent)

@@ -240,7 +240,10 @@ impl Checkpoints {
     /// moved, and of `named` (the path a write tool names, as given).
     pub fn before_call(&mut self, listed: &[(PathBuf, Stamp)], named: Option<&str>) {
         for (rel, stamp) in listed {
-            let known = self.baseline.get(rel).is_some_and(|(s, ..)| *s == Some(*stamp));
+            let known = self
+                .baseline
+                .get(rel)
+                .is_some_and(|(s, ..)| *s == Some(*stamp));
             if !known {
                 let content = self.capture(rel);
                 self.baseline
@@ -300,7 +303,8 @@ impl Checkpoints {
                 .or_insert((before, after.clone()))
                 .1 = after.clone();
         }
-        self.baseline.insert(rel.to_path_buf(), (stamp, after, listed));
+        self.baseline
+            .insert(rel.to_path_buf(), (stamp, after, listed));
     }
 
     /// The model turn ended: its changes become a checkpoint. Returns its
@@ -338,7 +342,12 @@ impl Checkpoints {
 
     /// The newest turn not yet reverted.
     pub fn last_open(&self) -> Option<u32> {
-        self.index.turns.iter().rev().find(|t| !t.undone).map(|t| t.n)
+        self.index
+            .turns
+            .iter()
+            .rev()
+            .find(|t| !t.undone)
+            .map(|t| t.n)
     }
 
     /// Reverts every turn from `from` on (those not reverted yet), newest
@@ -419,7 +428,9 @@ impl Checkpoints {
             }
             (Content::Saved { .. }, Err(e)) => format!("it cannot be read now: {e}"),
             (Content::Unsaved { reason }, _) => {
-                format!("the agent's version was not saved ({reason}), so a later change cannot be ruled out")
+                format!(
+                    "the agent's version was not saved ({reason}), so a later change cannot be ruled out"
+                )
             }
         };
         Some(Conflict {
@@ -473,10 +484,7 @@ impl Checkpoints {
         };
         if meta.len > self.caps.file {
             return Content::Unsaved {
-                reason: format!(
-                    "larger than checkpoint_file_cap ({} bytes)",
-                    self.caps.file
-                ),
+                reason: format!("larger than checkpoint_file_cap ({} bytes)", self.caps.file),
             };
         }
         let mut bytes = Vec::new();
@@ -531,7 +539,8 @@ impl Checkpoints {
         };
         std::fs::create_dir_all(&self.dir).map_err(|e| store(e.to_string()))?;
         let json = serde_json::to_vec_pretty(&self.index).map_err(|e| store(e.to_string()))?;
-        super::fs::write_atomic(&self.dir.join("index.json"), &json).map_err(|e| store(e.to_string()))
+        super::fs::write_atomic(&self.dir.join("index.json"), &json)
+            .map_err(|e| store(e.to_string()))
     }
 }
 
@@ -625,7 +634,10 @@ mod tests {
         assert_eq!(cp.turns()[0].changes.len(), 2);
         let done = cp.restore(1, false).unwrap();
         assert_eq!(done.files.len(), 2);
-        assert_eq!(std::fs::read(ws.path().join("a.txt")).unwrap(), b"one\r\n\x00two");
+        assert_eq!(
+            std::fs::read(ws.path().join("a.txt")).unwrap(),
+            b"one\r\n\x00two"
+        );
         assert!(!ws.path().join("new.txt").exists());
         assert!(matches!(cp.restore(1, false), Err(UndoError::Nothing(_))));
         // The index outlives the session.
@@ -648,9 +660,15 @@ mod tests {
             panic!("expected a conflict");
         };
         assert!(c[0].detail.contains("+person"), "{}", c[0].detail);
-        assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "person\n");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+            "person\n"
+        );
         cp.restore(1, true).unwrap();
-        assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "one\n");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+            "one\n"
+        );
     }
 
     #[test]
@@ -658,13 +676,19 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let data = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("big"), vec![b'x'; 100]).unwrap();
-        let caps = Caps { file: 10, total: 1000 };
+        let caps = Caps {
+            file: 10,
+            total: 1000,
+        };
         let mut cp = Checkpoints::new(data.path().join("s"), ws.path(), caps);
         cp.before_call(&[], Some("big"));
         std::fs::write(ws.path().join("big"), "y").unwrap();
         cp.after_call(&[], Some("big"));
         cp.end_turn().unwrap();
         let done = cp.restore(1, false).unwrap();
-        assert!(done.skipped[0].1.contains("checkpoint_file_cap"), "{done:?}");
+        assert!(
+            done.skipped[0].1.contains("checkpoint_file_cap"),
+            "{done:?}"
+        );
     }
 }

@@ -11,6 +11,9 @@ use crate::text;
 /// Longest tool input summary on one line.
 const MAX_INPUT_SUMMARY: usize = 160;
 
+/// Longest line of a script event shown.
+const MAX_SCRIPT_EVENT: usize = 200;
+
 /// Longest error line in a failed call's summary.
 const MAX_ERROR_LINE: usize = 160;
 
@@ -315,4 +318,49 @@ mod tests {
         );
         assert_eq!(turn_summary(Usage::default(), 0, None), None);
     }
+}
+
+/// The model's plan (`emit("plan", #{items: [#{step, status}], explanation})`)
+/// as a checklist: `[x]` done, `[>]` in progress, `[ ]` pending.
+pub fn plan(style: Style, data: &Value) -> Vec<String> {
+    let items = data
+        .get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let done = items
+        .iter()
+        .filter(|i| i.get("status").and_then(Value::as_str) == Some("done"))
+        .count();
+    let mut lines = vec![style.cyan(&format!("plan ({done} of {} done)", items.len()))];
+    if let Some(why) = data.get("explanation").and_then(Value::as_str)
+        && !why.trim().is_empty()
+    {
+        lines.push(style.dim(&format!(
+            "  {}",
+            text::shorten(&text::one_line(why), MAX_SCRIPT_EVENT)
+        )));
+    }
+    for item in &items {
+        let step = item.get("step").and_then(Value::as_str).unwrap_or("?");
+        let step = text::shorten(&text::one_line(step), MAX_SCRIPT_EVENT);
+        lines.push(match item.get("status").and_then(Value::as_str) {
+            Some("done") => style.dim(&format!("  [x] {step}")),
+            Some("in_progress") => style.yellow(&format!("  [>] {step}")),
+            _ => format!("  [ ] {step}"),
+        });
+    }
+    lines
+}
+
+/// Any other script event, on one line.
+pub fn script_event(kind: &str, data: &Value) -> String {
+    let body = match data {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    text::shorten(
+        &text::one_line(&format!("[{kind}] {body}")),
+        MAX_SCRIPT_EVENT,
+    )
 }
