@@ -10,6 +10,8 @@
 //!   hard links, AGENTS.md, a gigabyte of output.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
+//! - `plan`: the `update_plan` script tool: its checklist on the screen and
+//!   for the model, `/plan`, and the watchdog counting a step done.
 //! - `policy`: the default policy.rhai over tables of dangerous and everyday
 //!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
@@ -22,6 +24,8 @@
 //!   allow-list, `/proc` of the agent, every encoded form of a secret.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
+//! - `undo`: `/undo`, `/rewind` and `agent undo`: byte-for-byte restores of
+//!   tool writes and `sed -i`, conflicts with the person's later edits.
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 //! - `watchdog_scenarios`: runs that must trip the watchdog (loops) and runs
 //!   that must not (real work), through the same pure `replay::run`.
@@ -37,6 +41,7 @@ mod client;
 mod containment_fs;
 mod fuzz;
 mod layering;
+mod plan;
 mod policy;
 mod profiles;
 mod repl;
@@ -47,5 +52,6 @@ mod search;
 mod secrets;
 mod setup;
 mod turn_loop;
+mod undo;
 mod watchdog_live;
 mod watchdog_scenarios;
