@@ -237,9 +237,10 @@ impl Checkpoints {
 
     /// Before a call that may change files: keeps the content of every
     /// file in `listed` (the tracker's listing, relative paths) whose stamp
-    /// moved, and of `named` (the path a write tool names, as given).
-    pub fn before_call(&mut self, listed: &[(PathBuf, Stamp)], named: Option<&str>) {
-        for (rel, stamp) in listed {
+    /// moved, and of `named` (the path a write tool names, as given). A
+    /// write tool changes only its file, so it passes no listing.
+    pub fn before_call(&mut self, listed: Option<&[(PathBuf, Stamp)]>, named: Option<&str>) {
+        for (rel, stamp) in listed.unwrap_or_default() {
             let known = self
                 .baseline
                 .get(rel)
@@ -250,44 +251,49 @@ impl Checkpoints {
                     .insert(rel.clone(), (Some(*stamp), content, true));
             }
         }
-        if let Some(rel) = named.and_then(|p| self.relative(p))
-            && !self.baseline.contains_key(&rel)
-        {
+        if let Some(rel) = named.and_then(|p| self.relative(p)) {
+            // Read again: the person may have changed it since it was seen.
             let content = self.capture(&rel);
-            self.baseline.insert(rel, (None, content, false));
+            let is_listed = self.baseline.get(&rel).is_some_and(|(.., l)| *l);
+            self.baseline.insert(rel, (None, content, is_listed));
         }
     }
 
     /// After the call: records what changed against what was kept before.
-    pub fn after_call(&mut self, listed: &[(PathBuf, Stamp)], named: Option<&str>) {
+    pub fn after_call(&mut self, listed: Option<&[(PathBuf, Stamp)]>, named: Option<&str>) {
         let mut seen = std::collections::HashSet::new();
-        for (rel, stamp) in listed {
-            seen.insert(rel.clone());
-            match self.baseline.get(rel) {
-                Some((Some(s), ..)) if s == stamp => {}
-                _ => {
-                    let after = self.capture(rel);
-                    self.note(rel, after, Some(*stamp), true);
+        if let Some(listed) = listed {
+            for (rel, stamp) in listed {
+                seen.insert(rel.clone());
+                match self.baseline.get(rel) {
+                    Some((Some(s), ..)) if s == stamp => {}
+                    _ => {
+                        let after = self.capture(rel);
+                        self.note(rel, after, Some(*stamp), true);
+                    }
                 }
             }
-        }
-        // Listed before and gone now: removed (or newly ignored).
-        let gone: Vec<PathBuf> = self
-            .baseline
-            .iter()
-            .filter(|(p, (_, c, listed))| *listed && !seen.contains(*p) && *c != Content::Absent)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for rel in gone {
-            if matches!(self.root.metadata(&rel), Err(AccessError::NotFound)) {
-                self.note(&rel, Content::Absent, None, true);
+            // Listed before and gone now: removed (or newly ignored).
+            let gone: Vec<PathBuf> = self
+                .baseline
+                .iter()
+                .filter(|(p, (_, c, listed))| {
+                    *listed && !seen.contains(*p) && *c != Content::Absent
+                })
+                .map(|(p, _)| p.clone())
+                .collect();
+            for rel in gone {
+                if matches!(self.root.metadata(&rel), Err(AccessError::NotFound)) {
+                    self.note(&rel, Content::Absent, None, true);
+                }
             }
         }
         if let Some(rel) = named.and_then(|p| self.relative(p))
             && !seen.contains(&rel)
         {
             let after = self.capture(&rel);
-            self.note(&rel, after, None, false);
+            let is_listed = self.baseline.get(&rel).is_some_and(|(.., l)| *l);
+            self.note(&rel, after, None, is_listed);
         }
     }
 
@@ -626,10 +632,10 @@ mod tests {
         std::fs::write(ws.path().join("a.txt"), b"one\r\n\x00two").unwrap();
         let mut cp = Checkpoints::new(data.path().join("s"), ws.path(), Caps::default());
         cp.begin_user_turn("change a");
-        cp.before_call(&listing(ws.path()), None);
+        cp.before_call(Some(&listing(ws.path())), None);
         std::fs::write(ws.path().join("a.txt"), b"changed").unwrap();
         std::fs::write(ws.path().join("new.txt"), b"new").unwrap();
-        cp.after_call(&listing(ws.path()), None);
+        cp.after_call(Some(&listing(ws.path())), None);
         assert_eq!(cp.end_turn().unwrap(), Some(1));
         assert_eq!(cp.turns()[0].changes.len(), 2);
         let done = cp.restore(1, false).unwrap();
@@ -651,9 +657,9 @@ mod tests {
         let data = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
         let mut cp = Checkpoints::new(data.path().join("s"), ws.path(), Caps::default());
-        cp.before_call(&[], Some("a.txt"));
+        cp.before_call(None, Some("a.txt"));
         std::fs::write(ws.path().join("a.txt"), "agent\n").unwrap();
-        cp.after_call(&[], Some("a.txt"));
+        cp.after_call(None, Some("a.txt"));
         cp.end_turn().unwrap();
         std::fs::write(ws.path().join("a.txt"), "person\n").unwrap();
         let Err(UndoError::Conflicts(c)) = cp.restore(1, false) else {
@@ -681,9 +687,9 @@ mod tests {
             total: 1000,
         };
         let mut cp = Checkpoints::new(data.path().join("s"), ws.path(), caps);
-        cp.before_call(&[], Some("big"));
+        cp.before_call(None, Some("big"));
         std::fs::write(ws.path().join("big"), "y").unwrap();
-        cp.after_call(&[], Some("big"));
+        cp.after_call(None, Some("big"));
         cp.end_turn().unwrap();
         let done = cp.restore(1, false).unwrap();
         assert!(

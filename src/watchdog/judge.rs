@@ -133,7 +133,10 @@ impl Judge {
             self.workspace.before_write(path);
         }
         if let Some(cp) = self.checkpoints.as_mut() {
-            cp.before_call(&self.workspace.files(), path.as_deref());
+            // A write tool changes its own file; anything else may change
+            // any file the tracker lists.
+            let listed = path.is_none().then(|| self.workspace.files());
+            cp.before_call(listed.as_deref(), path.as_deref());
         }
     }
 
@@ -152,7 +155,8 @@ impl Judge {
             let path = self.write_path(name, &input);
             let id = self.workspace.after_call(path.as_deref());
             if let Some(cp) = self.checkpoints.as_mut() {
-                cp.after_call(&self.workspace.files(), path.as_deref());
+                let listed = path.is_none().then(|| self.workspace.files());
+                cp.after_call(listed.as_deref(), path.as_deref());
             }
             id
         } else {
