@@ -1,6 +1,7 @@
 //! The data dir and everything the agent keeps in it: saved conversations
 //! (`sessions/`), run logs for `agent replay` (`runs/`), spilled tool
-//! outputs (`outputs/<session>/`) and the REPL's history. One type owns
+//! outputs (`outputs/<session>/`), undo checkpoints (`checkpoints/<session>/`)
+//! and the REPL's history. One type owns
 //! the paths, so no other module joins names onto the data dir;
 //! [`retention`] deletes old sessions by the script's rule.
 
@@ -56,6 +57,11 @@ impl DataDir {
     /// The undo checkpoints of every session, one dir per session id.
     pub fn checkpoints_root(&self) -> PathBuf {
         self.root.join("checkpoints")
+    }
+
+    /// Where session `id` keeps what undo needs.
+    pub fn checkpoints(&self, id: &str) -> PathBuf {
+        self.checkpoints_root().join(id)
     }
 
     /// The REPL's input history.

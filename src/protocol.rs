@@ -272,6 +272,10 @@ pub enum Event {
     Warning(String),
     /// A line a script printed (`print`, `debug`).
     ScriptOutput(String),
+    /// Something a script showed with `emit(kind, data)`: `plan` is the
+    /// model's checklist (`#{items: [#{step, status}]}`), any other kind
+    /// one line of data.
+    ScriptEvent { kind: String, data: Value },
     /// The policy asks the person before a tool may act. The tool waits
     /// until the UI answers through [`ApprovalAsk::reply`].
     Approval(ApprovalAsk),

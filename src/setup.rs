@@ -19,6 +19,7 @@ use crate::data_dir::retention::{Pruned, Retention};
 use crate::data_dir::{DataDir, new_session_id};
 use crate::prompt::PromptContext;
 use crate::runtime::Runtime;
+use crate::runtime::checkpoint::{Caps, Checkpoints};
 use crate::runtime::policy::{Approvals, Asks, Policy, ask_channel};
 use crate::runtime::sandbox;
 use crate::script::policy::{PolicySettings, ScriptApprove};
@@ -240,6 +241,8 @@ pub struct Session {
     lookup: Env,
     /// What the data dir keeps (`keep_days`, `keep_mb` in policy.rhai).
     retention: Retention,
+    /// The undo store's size rule (`checkpoint_*_cap` in policy.rhai).
+    checkpoint_caps: Caps,
     /// The ids of saved conversations this session continued.
     resumed: Vec<String>,
     /// The prune of old sessions started with this one; waited for when
@@ -318,6 +321,7 @@ impl Session {
                 keep_days: 0,
                 keep_mb: 0,
             },
+            checkpoint_caps: Caps::default(),
             resumed: Vec::new(),
             pruning: None,
             mcp: Hub::empty(),
@@ -328,7 +332,8 @@ impl Session {
         session.base_registry = parts.registry.clone();
         session.start_mcp(&parts.runtime, &mut notes);
         let judge = Judge::new(parts.watchdog, session.settings.workspace.clone())
-            .with_run_log(RunLog::new(session.data.run_log(&session.id)));
+            .with_run_log(RunLog::new(session.data.run_log(&session.id)))
+            .with_checkpoints(session.checkpoints(&session.id));
         let mut agent = Agent::new(
             Arc::new(model.client),
             parts.registry,
@@ -511,6 +516,7 @@ impl Session {
             None => built_in(),
         };
         self.retention = policy_settings.retention();
+        self.checkpoint_caps = policy_settings.checkpoint_caps();
         let spill_dir = self.data.outputs(&self.id);
         let env = self.child_env.clone();
         let mut runtime = match &script {
@@ -640,6 +646,18 @@ impl Session {
         agent.set_summary_prompt(parts.summary_prompt);
         agent.set_compaction(parts.compaction);
         agent.set_watchdog(parts.watchdog);
+        if let Some(cp) = agent.checkpoints_mut() {
+            cp.set_caps(self.checkpoint_caps);
+        }
+    }
+
+    /// The undo store of session `id` (new, or continued).
+    fn checkpoints(&self, id: &str) -> Checkpoints {
+        Checkpoints::new(
+            self.data.checkpoints(id),
+            &self.settings.workspace,
+            self.checkpoint_caps,
+        )
     }
 
     fn apply_model(&mut self, agent: &mut Agent, model: ModelSetup) {
@@ -714,7 +732,9 @@ impl Session {
     /// Starts a new conversation in a new transcript (the old one stays).
     pub fn new_conversation(&mut self, agent: &mut Agent) -> Vec<Note> {
         agent.clear();
+        crate::script::api::clear_session_state();
         self.id = new_session_id();
+        agent.set_checkpoints(self.checkpoints(&self.id));
         self.new_transcript(agent)
     }
 
@@ -755,6 +775,8 @@ impl Session {
         agent.restore(loaded.messages);
         if let Some(id) = path.file_stem().and_then(|s| s.to_str()) {
             self.resumed.push(id.to_string());
+            // Undo goes on in the continued session's store.
+            agent.set_checkpoints(self.checkpoints(id));
         }
         match transcript::Transcript::append_to(&path) {
             Ok(t) => agent.set_transcript(Some(t)),

@@ -13,6 +13,8 @@
 //!   written as text, keep-alives, the usage chunk, the padding cut.
 //! - `layering`: the import rule of `src/lib.rs`, checked over the sources.
 //! - `mcp`: the reference MCP servers (npm, PyPI) through the agent: calls, isError, approval, restart, HTTP.
+//! - `plan`: the `update_plan` script tool: its checklist on the screen and
+//!   for the model, `/plan`, and the watchdog counting a step done.
 //! - `policy`: the default policy.rhai over tables of dangerous and everyday
 //!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
@@ -27,6 +29,8 @@
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_classes`: each runaway class of issue 16 live (exit 4, the rule named) and its
 //!   look-alike real work (exit 0), through the built binary.
+//! - `undo`: `/undo`, `/rewind` and `agent undo`: byte-for-byte restores of
+//!   tool writes and `sed -i`, conflicts with the person's later edits.
 //! - `watchdog_live`: the watchdog in the live loop (repair, stop, timeouts, stalls).
 //! - `watchdog_notes`: the watchdog's notes as a small model reads them:
 //!   placement, the restated request, the summary turn that answers it.
@@ -46,6 +50,7 @@ mod fuzz;
 mod layering;
 mod local_models;
 mod mcp;
+mod plan;
 mod policy;
 mod profiles;
 mod repl;
@@ -56,6 +61,7 @@ mod search;
 mod secrets;
 mod setup;
 mod turn_loop;
+mod undo;
 mod watchdog_classes;
 mod watchdog_live;
 mod watchdog_notes;

@@ -64,10 +64,9 @@ impl Agent {
                     input: input.clone(),
                 });
                 if mutating
-                    && self
-                        .judge
-                        .as_ref()
-                        .is_some_and(|j| j.write_path(&call.name, &input).is_some())
+                    && self.judge.as_ref().is_some_and(|j| {
+                        j.records_checkpoints() || j.write_path(&call.name, &input).is_some()
+                    })
                 {
                     let (name, input) = (call.name.clone(), input.clone());
                     self.on_judge(move |j| j.before_call(&name, &input)).await;

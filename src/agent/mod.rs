@@ -188,6 +188,18 @@ impl Agent {
         }
     }
 
+    /// The session's undo checkpoints (kept by the judge).
+    pub fn checkpoints_mut(&mut self) -> Option<&mut crate::runtime::checkpoint::Checkpoints> {
+        self.judge.as_mut()?.checkpoints_mut()
+    }
+
+    /// Starts a new undo store (a new session).
+    pub fn set_checkpoints(&mut self, checkpoints: crate::runtime::checkpoint::Checkpoints) {
+        if let Some(judge) = self.judge.as_mut() {
+            judge.set_checkpoints(checkpoints);
+        }
+    }
+
     pub fn history(&self) -> &[Message] {
         &self.history
     }

@@ -1,5 +1,5 @@
 //! The subcommands that are not a conversation: `agent init`, `agent
-//! check` and `agent replay`.
+//! check`, `agent replay` and `agent undo`.
 
 use std::path::Path;
 
@@ -182,4 +182,49 @@ pub fn replay_file(settings: &Settings, style: Style, file: &Path) -> u8 {
         report::out(&replay::verdict_json(turn, &verdict).to_string());
     }
     exit::OK
+}
+
+/// `agent undo [--list] [--to N] [--force]`: the newest session of this
+/// workspace that has checkpoints.
+pub fn undo(settings: &Settings, style: Style, list: bool, to: Option<u32>, force: bool) -> u8 {
+    use crate::runtime::checkpoint::Checkpoints;
+    use crate::ui::undo::Request;
+    let data = crate::data_dir::DataDir::new(settings.data_dir.clone());
+    let Some(dir) = Checkpoints::latest_for(&data.checkpoints_root(), &settings.workspace) else {
+        report::error(
+            style,
+            &format!(
+                "no session in {} has changed files in {} yet; nothing to undo",
+                data.checkpoints_root().display(),
+                settings.workspace.display()
+            ),
+        );
+        return exit::NOT_RESTORED;
+    };
+    let mut checkpoints = match Checkpoints::open(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            report::error(style, &e.to_string());
+            return exit::USAGE;
+        }
+    };
+    let request = match (list, to) {
+        (true, _) => Request::List,
+        (false, Some(n)) => Request::To(n),
+        (false, None) => Request::Last,
+    };
+    match crate::ui::undo::undo(&mut checkpoints, request, force) {
+        Ok(lines) => {
+            lines.iter().for_each(|l| report::out(l));
+            exit::OK
+        }
+        Err(lines) => {
+            let mut lines = lines.iter();
+            if let Some(first) = lines.next() {
+                report::error(style, first.trim_start());
+            }
+            lines.for_each(|l| report::err(l));
+            exit::NOT_RESTORED
+        }
+    }
 }

@@ -2,6 +2,9 @@
 
 /// The task finished.
 pub const OK: u8 = 0;
+/// `agent undo` restored nothing: a conflict with a later edit, or
+/// nothing to undo.
+pub const NOT_RESTORED: u8 = 1;
 /// Bad usage or configuration (including scripts `agent check` rejects).
 pub const USAGE: u8 = 2;
 /// The model API failed.

@@ -102,6 +102,20 @@ pub enum Command {
     /// List the saved conversations of this workspace (newest first), for
     /// `--resume ID`.
     Sessions,
+    /// Revert the file changes of this workspace's newest session: its
+    /// last turn, or every turn from --to N on. Exit 1 when nothing was
+    /// restored (a conflict with your later edits, or nothing to undo).
+    Undo {
+        /// List the turns that changed files instead.
+        #[arg(long)]
+        list: bool,
+        /// Put the files back as they were before turn N.
+        #[arg(long, value_name = "N")]
+        to: Option<u32>,
+        /// Restore even over changes made after the agent's.
+        #[arg(long)]
+        force: bool,
+    },
     /// Try the approval policy (`agent policy test FILE`).
     Policy {
         #[command(subcommand)]
@@ -198,6 +212,9 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
             command: PolicyCommand::Test { file },
         }) => return commands::policy_test(&settings, style, &file),
         Some(Command::Demo) => return rt.block_on(demo::run(&settings, style)),
+        Some(Command::Undo { list, to, force }) => {
+            return commands::undo(&settings, style, list, to, force);
+        }
         Some(Command::Sessions) => {
             let data = crate::data_dir::DataDir::new(settings.data_dir.clone());
             let list = crate::agent::transcript::list(&data.sessions(), &settings.workspace);
@@ -291,10 +308,18 @@ pub(crate) fn emit_notes(sink: &dyn EventSink, notes: &[Note]) {
     }
 }
 
-/// Script `print` and `debug` lines become events for `sink`.
+/// Script `print` and `debug` lines, and `emit` calls, become events for
+/// `sink`.
 pub(crate) fn route_script_output(sink: Arc<dyn EventSink>) {
+    let emits = sink.clone();
     crate::script::engine::set_printer(Arc::new(move |line: &str| {
         sink.emit(Event::ScriptOutput(line.to_string()))
+    }));
+    crate::script::engine::set_emitter(Arc::new(move |kind: &str, data| {
+        emits.emit(Event::ScriptEvent {
+            kind: kind.to_string(),
+            data,
+        })
     }));
 }
 

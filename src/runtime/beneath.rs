@@ -407,6 +407,37 @@ impl Root {
         Ok(existing.is_some())
     }
 
+    /// Removes the regular file (or symlink) named `rel`, never what a
+    /// symlink there points to: the parent is resolved beneath the root and
+    /// the name unlinked relative to it. A directory is refused. Returns
+    /// whether something was removed.
+    pub fn remove_file(&self, rel: &Path, protected: &[PathBuf]) -> Result<bool, AccessError> {
+        let (parent, Some(name)) = split_last(rel) else {
+            return Err(AccessError::IsDir);
+        };
+        let root = self.dir_fd()?;
+        let dir = self.open_dir(root.as_fd(), &parent)?;
+        if let Some(dir) = beneath_any(&dir, protected)? {
+            return Err(AccessError::Protected { dir });
+        }
+        match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => return Err(AccessError::IsDir),
+                FileType::RegularFile | FileType::Symlink => {}
+                other => {
+                    return Err(AccessError::NotRegular {
+                        kind: kind_name(other),
+                    });
+                }
+            },
+            Err(Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+        rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty())?;
+        sync_dir(&dir);
+        Ok(true)
+    }
+
     /// Resolves `rel` to a directory beneath the root and a final name that
     /// is not a symlink, following symlinks inside the root.
     fn resolve(&self, rel: &Path) -> Result<Target, AccessError> {

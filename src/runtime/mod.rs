@@ -7,6 +7,8 @@
 //!   wall-clock and an inactivity timeout, bounded capture and lossless spill.
 //! - [`beneath`]: race-free file access beneath the workspace and the other
 //!   allowed roots (`openat2` with `RESOLVE_BENEATH`), regular files only.
+//! - [`checkpoint`]: what the tools changed per model turn, kept in the
+//!   data dir, and restoring it (undo) without overwriting the person's edits.
 //! - [`fs`]: joining a path the model gave to the workspace, sizes, atomic
 //!   writes of the agent's own files.
 //! - [`command`] and [`effects`]: a shell command parsed for the policy:
@@ -21,6 +23,7 @@
 //!   blanking secret values out of everything the agent writes.
 
 pub mod beneath;
+pub mod checkpoint;
 pub mod command;
 pub mod effects;
 pub mod fs;

@@ -17,6 +17,8 @@
 //! | `regex_match(text, pattern)`, `regex_escape(text)` | regular expressions (Rust `regex` syntax) |
 //! | `default_tool_calls(text, tools)` | the tool calls the built-in reader finds in a model's text: `[#{name, arguments}]` ([`crate::tools::text_calls`]) |
 //! | `which(program)` | the program's path on the agent's `PATH`, or `""` (mcp.rhai adds a server only where its program exists) |
+//! | `session_get(key)`, `session_set(key, value)` | state that lasts the session (until `/clear`): the value last set, or `()` |
+//! | `emit(kind, data)` | shows `data` to the person as an event of `kind` (`"plan"`: a checklist); returns `()` |
 //! | `is_read_only(cmd)`, `writes_outside(action)`, ... | the policy's helpers over a parsed command: [`super::policy_api`] |
 //!
 //! Shell commands and file access go through [`crate::runtime`], the same
@@ -101,6 +103,15 @@ pub fn register(engine: &mut Engine) {
     FuncRegistration::new("which")
         .with_volatility(true)
         .register_into_engine(engine, |program: &str| which(program));
+    FuncRegistration::new("session_get")
+        .with_volatility(true)
+        .register_into_engine(engine, session_get);
+    FuncRegistration::new("session_set")
+        .with_volatility(true)
+        .register_into_engine(engine, session_set);
+    FuncRegistration::new("emit")
+        .with_volatility(true)
+        .register_into_engine(engine, emit);
     super::policy_api::register(engine);
 }
 
@@ -127,6 +138,75 @@ pub fn which(program: &str) -> String {
         .find(|p| runs(p))
         .map(|p| p.display().to_string())
         .unwrap_or_default()
+}
+
+/// Keys `session_set` keeps at most: state for a few tools, not a database.
+pub const MAX_SESSION_KEYS: usize = 256;
+
+/// Bytes of one `emit`'s data as JSON at most: a checklist, not a file.
+pub const MAX_EMIT_BYTES: usize = 64 * 1024;
+
+/// The session's script state (`session_get` / `session_set`).
+static SESSION_STATE: std::sync::Mutex<Option<Map>> = std::sync::Mutex::new(None);
+
+/// Forgets the session's script state (a new conversation).
+pub fn clear_session_state() {
+    if let Ok(mut state) = SESSION_STATE.lock() {
+        *state = None;
+    }
+}
+
+/// The value `session_set` last stored under `key`, or `()`.
+fn session_get(key: &str) -> Dynamic {
+    SESSION_STATE
+        .lock()
+        .ok()
+        .and_then(|s| s.as_ref().and_then(|m| m.get(key).cloned()))
+        .unwrap_or(Dynamic::UNIT)
+}
+
+/// Stores `value` under `key` for the rest of the session; `()` removes it.
+fn session_set(key: &str, value: Dynamic) -> Res<()> {
+    let mut state = SESSION_STATE
+        .lock()
+        .map_err(|_| "session_set: the session state is unavailable".to_string())?;
+    let map = state.get_or_insert_with(Map::new);
+    if value.is_unit() {
+        map.remove(key);
+        return Ok(());
+    }
+    if !map.contains_key(key) && map.len() >= MAX_SESSION_KEYS {
+        return Err(format!(
+            "session_set: at most {MAX_SESSION_KEYS} keys; remove one with session_set(key, ())"
+        )
+        .into());
+    }
+    map.insert(key.into(), value.flatten_clone());
+    Ok(())
+}
+
+/// Sends `data` to the UI as an event of `kind` (letters, digits, `_`, `-`).
+fn emit(kind: &str, data: Dynamic) -> Res<()> {
+    if kind.is_empty()
+        || kind.len() > 32
+        || !kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "emit: the kind must be 1-32 letters, digits, `_` or `-`, not {kind:?}"
+        )
+        .into());
+    }
+    let json = to_json(&data).map_err(|e| format!("emit: `data` is not plain data: {e}"))?;
+    let bytes = json.to_string().len();
+    if bytes > MAX_EMIT_BYTES {
+        return Err(
+            format!("emit: the data is {bytes} bytes as JSON, over {MAX_EMIT_BYTES}").into(),
+        );
+    }
+    super::engine::emit_event(kind, json);
+    Ok(())
 }
 
 /// `now()`'s format: date, time and UTC offset.

@@ -78,6 +78,28 @@ pub fn set_printer(printer: Printer) {
     }
 }
 
+/// What a script's `emit(kind, data)` goes to: the CLI installs one that
+/// turns each into an [`crate::protocol::Event::ScriptEvent`].
+pub type Emitter = Arc<dyn Fn(&str, serde_json::Value) + Send + Sync>;
+
+static EMITTER: RwLock<Option<Emitter>> = RwLock::new(None);
+
+/// Routes script `emit` calls. Before one is installed (`agent check`,
+/// tests) they go nowhere.
+pub fn set_emitter(emitter: Emitter) {
+    if let Ok(mut slot) = EMITTER.write() {
+        *slot = Some(emitter);
+    }
+}
+
+/// Hands one emitted event to the emitter, if any.
+pub(super) fn emit_event(kind: &str, data: serde_json::Value) {
+    let emitter = EMITTER.read().ok().and_then(|e| e.clone());
+    if let Some(e) = emitter {
+        e(kind, data);
+    }
+}
+
 fn print_line(line: &str) {
     let printer = PRINTER.read().ok().and_then(|p| p.clone());
     match printer {

@@ -504,7 +504,7 @@ mod tests {
                         .into_iter()
                         .map(|d| d.spec.name)
                         .collect();
-                    assert_eq!(names, ["current_time", "git_status"]);
+                    assert_eq!(names, ["current_time", "git_status", "update_plan"]);
                 }
                 _ => {}
             }

@@ -44,6 +44,12 @@ pub struct PolicySettings {
     /// The oldest sessions are deleted while all of them together are over
     /// this many MB; 0: no limit.
     pub keep_mb: u64,
+    // --- undo (issue 19) ---
+    /// Bytes of one file kept for undo at most; a bigger file is recorded
+    /// as not saved.
+    pub checkpoint_file_cap: u64,
+    /// Bytes one session's undo store may hold in all.
+    pub checkpoint_total_cap: u64,
 }
 
 impl PolicySettings {
@@ -75,6 +81,16 @@ impl PolicySettings {
             // Keep everything when even the built-in rule cannot be read.
             keep_days: 0,
             keep_mb: 0,
+            checkpoint_file_cap: runtime::checkpoint::DEFAULT_FILE_CAP,
+            checkpoint_total_cap: runtime::checkpoint::DEFAULT_TOTAL_CAP,
+        }
+    }
+
+    /// The undo store's size rule.
+    pub fn checkpoint_caps(&self) -> runtime::checkpoint::Caps {
+        runtime::checkpoint::Caps {
+            file: self.checkpoint_file_cap,
+            total: self.checkpoint_total_cap,
         }
     }
 

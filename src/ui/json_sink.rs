@@ -73,6 +73,9 @@ impl EventSink for JsonSink {
             Event::Notice(n) => json!({"type": "notice", "message": n}),
             Event::Warning(w) => json!({"type": "warning", "message": w}),
             Event::ScriptOutput(line) => json!({"type": "script_output", "line": line}),
+            Event::ScriptEvent { kind, data } => {
+                json!({"type": "script_event", "kind": kind, "data": data})
+            }
             Event::Watchdog { verdict, reason } => {
                 json!({"type": "watchdog", "verdict": verdict, "reason": reason})
             }

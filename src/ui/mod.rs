@@ -9,6 +9,7 @@
 //! | `spinner` | the spinner while the model thinks |
 //! | `report` | lines for the person from commands that are not a turn |
 //! | `demo` | the renderer of `agent demo` |
+//! | `undo` | `/undo`, `/rewind` and `agent undo`: lists, restores, conflicts |
 //! | `repl` | the REPL: the editor loop, the command table, the approval question |
 //!
 //! [`Event`]: crate::protocol::Event
@@ -22,6 +23,7 @@ pub mod report;
 pub mod sanitize;
 mod spinner;
 pub mod text_sink;
+pub mod undo;
 
 use std::io::IsTerminal;
 

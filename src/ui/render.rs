@@ -11,6 +11,9 @@ use crate::text;
 /// Longest tool input summary on one line.
 const MAX_INPUT_SUMMARY: usize = 160;
 
+/// Longest line of a script event shown.
+const MAX_SCRIPT_EVENT: usize = 200;
+
 /// Longest error line in a failed call's summary.
 const MAX_ERROR_LINE: usize = 160;
 
@@ -268,6 +271,51 @@ pub fn mcp_servers(style: Style, servers: &[crate::tools::mcp::ServerStatus]) ->
     lines
 }
 
+/// The model's plan (`emit("plan", #{items: [#{step, status}], explanation})`)
+/// as a checklist: `[x]` done, `[>]` in progress, `[ ]` pending.
+pub fn plan(style: Style, data: &Value) -> Vec<String> {
+    let items = data
+        .get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let done = items
+        .iter()
+        .filter(|i| i.get("status").and_then(Value::as_str) == Some("done"))
+        .count();
+    let mut lines = vec![style.cyan(&format!("plan ({done} of {} done)", items.len()))];
+    if let Some(why) = data.get("explanation").and_then(Value::as_str)
+        && !why.trim().is_empty()
+    {
+        lines.push(style.dim(&format!(
+            "  {}",
+            text::shorten(&text::one_line(why), MAX_SCRIPT_EVENT)
+        )));
+    }
+    for item in &items {
+        let step = item.get("step").and_then(Value::as_str).unwrap_or("?");
+        let step = text::shorten(&text::one_line(step), MAX_SCRIPT_EVENT);
+        lines.push(match item.get("status").and_then(Value::as_str) {
+            Some("done") => style.dim(&format!("  [x] {step}")),
+            Some("in_progress") => style.yellow(&format!("  [>] {step}")),
+            _ => format!("  [ ] {step}"),
+        });
+    }
+    lines
+}
+
+/// Any other script event, on one line.
+pub fn script_event(kind: &str, data: &Value) -> String {
+    let body = match data {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    text::shorten(
+        &text::one_line(&format!("[{kind}] {body}")),
+        MAX_SCRIPT_EVENT,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,5 +389,30 @@ mod tests {
             Some("tokens: 10 in, 2 out · context 50% of 1000")
         );
         assert_eq!(turn_summary(Usage::default(), 0, None), None);
+    }
+
+    #[test]
+    fn a_plan_is_a_checklist_and_other_events_one_line() {
+        let data = serde_json::json!({"items": [
+            {"step": "read", "status": "done"},
+            {"step": "fix\nit", "status": "in_progress"},
+            {"step": "test", "status": "pending"},
+        ], "explanation": "found the cause"});
+        let lines = plan(Style { color: false }, &data);
+        assert_eq!(
+            lines,
+            [
+                "plan (1 of 3 done)",
+                "  found the cause",
+                "  [x] read",
+                "  [>] fix⏎it",
+                "  [ ] test"
+            ]
+        );
+        assert_eq!(
+            plan(Style { color: false }, &serde_json::json!(5)),
+            ["plan (0 of 0 done)"]
+        );
+        assert_eq!(script_event("note", &serde_json::json!("hi")), "[note] hi");
     }
 }

@@ -96,6 +96,10 @@ pub fn visible_event(event: Event) -> Event {
         Event::Notice(n) => Event::Notice(own(n)),
         Event::Warning(w) => Event::Warning(own(w)),
         Event::ScriptOutput(l) => Event::ScriptOutput(visible_line(&l)),
+        Event::ScriptEvent { kind, data } => Event::ScriptEvent {
+            kind: visible_line(&kind),
+            data: visible_value(data),
+        },
         Event::Watchdog { verdict, reason } => Event::Watchdog {
             verdict: visible_line(&verdict),
             reason: own(reason),

@@ -44,6 +44,8 @@ struct TextState {
     last_output: Option<(String, String)>,
     /// The tool announced and about to run, until it starts.
     running: Option<String>,
+    /// The model's plan as last emitted, for `/plan`.
+    plan: Option<serde_json::Value>,
 }
 
 pub struct TextSink {
@@ -131,6 +133,25 @@ impl TextSink {
         self.quiet();
         if let Some(line) = render::turn_summary(usage, context, window) {
             self.err(&self.style.dim(&line));
+        }
+    }
+
+    /// Forgets the plan (a new conversation).
+    pub fn forget_plan(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.plan = None;
+        }
+    }
+
+    /// `/plan`: the model's plan as last shown.
+    pub fn show_plan(&self) {
+        self.quiet();
+        let plan = self.state.lock().ok().and_then(|s| s.plan.clone());
+        match plan {
+            Some(data) => render::plan(self.style, &data)
+                .iter()
+                .for_each(|l| self.err(l)),
+            None => self.err("  no plan yet: the model has not made one in this session"),
         }
     }
 
@@ -270,6 +291,17 @@ impl EventSink for TextSink {
             Event::ScriptOutput(line) => {
                 self.close_stream(&mut state);
                 self.err(&self.style.dim(&format!("[script] {line}")));
+            }
+            Event::ScriptEvent { kind, data } => {
+                self.close_stream(&mut state);
+                if kind == "plan" {
+                    for line in render::plan(self.style, &data) {
+                        self.err(&line);
+                    }
+                    state.plan = Some(data);
+                } else {
+                    self.err(&self.style.dim(&render::script_event(&kind, &data)));
+                }
             }
             // A stop is reported once, by whoever ends the turn.
             Event::Watchdog { verdict, .. } if verdict == "stop" => {}

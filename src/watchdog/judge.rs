@@ -5,6 +5,10 @@
 //! changed files is the tool's own declaration (`Tool::is_mutating`), never
 //! a guess from its name.
 //!
+//! The judge also carries the session's [`Checkpoints`] (undo): they ride
+//! on the tracker's walks, so a command's changes are found without a walk
+//! of their own.
+//!
 //! Methods that may read the disk (workspace hashing) or call scripts
 //! (`is_progress`) are blocking; the loop runs them on a blocking thread.
 
@@ -16,6 +20,7 @@ use super::replay::RunLog;
 use super::workspace::WorkspaceTracker;
 use super::{Budget, CallRecord, Settings, TurnRecord, Verdict, Watchdog};
 use crate::protocol::ToolOutput;
+use crate::runtime::checkpoint::Checkpoints;
 
 pub struct Judge {
     watchdog: Watchdog,
@@ -25,6 +30,8 @@ pub struct Judge {
     pending_user: Option<String>,
     /// Things the person should know (a run log that cannot be written).
     notices: Vec<String>,
+    /// What the tools changed, per model turn, for undo.
+    checkpoints: Option<Checkpoints>,
 }
 
 impl Judge {
@@ -36,7 +43,29 @@ impl Judge {
             run_log: None,
             pending_user: None,
             notices: Vec::new(),
+            checkpoints: None,
         }
+    }
+
+    /// Records what each mutating call changes in `checkpoints`.
+    pub fn with_checkpoints(mut self, checkpoints: Checkpoints) -> Self {
+        self.checkpoints = Some(checkpoints);
+        self
+    }
+
+    /// Replaces the checkpoints (a new session).
+    pub fn set_checkpoints(&mut self, checkpoints: Checkpoints) {
+        self.checkpoints = Some(checkpoints);
+    }
+
+    /// The session's checkpoints, for undo.
+    pub fn checkpoints_mut(&mut self) -> Option<&mut Checkpoints> {
+        self.checkpoints.as_mut()
+    }
+
+    /// Whether [`Judge::before_call`] has work for every mutating call.
+    pub fn records_checkpoints(&self) -> bool {
+        self.checkpoints.is_some()
     }
 
     /// Appends every model turn to `log`, in the replay format.
@@ -71,6 +100,9 @@ impl Judge {
     pub fn begin_user_turn(&mut self, user: &str) {
         self.pending_user = Some(user.to_string());
         let workspace = self.workspace.after_call(None);
+        if let Some(cp) = self.checkpoints.as_mut() {
+            cp.begin_user_turn(user);
+        }
         self.watchdog.begin_user_turn(Some(workspace));
     }
 
@@ -103,11 +135,19 @@ impl Judge {
             .flatten()
     }
 
-    /// Before a call runs: remembers what a write is about to overwrite,
-    /// so writing it back is recognised as an undo. Blocking.
+    /// Before a mutating call runs: remembers what a write is about to
+    /// overwrite, so writing it back is recognised as an undo, and keeps
+    /// the content a checkpoint needs. Blocking.
     pub fn before_call(&mut self, name: &str, input: &Value) {
-        if let Some(path) = self.write_path(name, input) {
-            self.workspace.before_write(&path);
+        let path = self.write_path(name, input);
+        if let Some(path) = &path {
+            self.workspace.before_write(path);
+        }
+        if let Some(cp) = self.checkpoints.as_mut() {
+            // A write tool changes its own file; anything else may change
+            // any file the tracker lists.
+            let listed = path.is_none().then(|| self.workspace.files());
+            cp.before_call(listed.as_deref(), path.as_deref());
         }
     }
 
@@ -124,7 +164,12 @@ impl Judge {
     ) -> CallRecord {
         let workspace = if mutating {
             let path = self.write_path(name, &input);
-            self.workspace.after_call(path.as_deref())
+            let id = self.workspace.after_call(path.as_deref());
+            if let Some(cp) = self.checkpoints.as_mut() {
+                let listed = path.is_none().then(|| self.workspace.files());
+                cp.after_call(listed.as_deref(), path.as_deref());
+            }
+            id
         } else {
             self.workspace.current()
         };
@@ -161,6 +206,12 @@ impl Judge {
             self.notices.push(format!(
                 "cannot write the run log {path}: {e}; the run goes on without it"
             ));
+        }
+        if let Some(cp) = self.checkpoints.as_mut()
+            && let Err(e) = cp.end_turn()
+        {
+            self.notices
+                .push(format!("{e}; undo cannot revert this turn"));
         }
         self.watchdog.observe(&record)
     }

@@ -234,6 +234,28 @@ impl WorkspaceTracker {
         self.refresh()
     }
 
+    /// Every file of the last walk, relative to the root, with its
+    /// metadata (for checkpoints: content is read only where this moved).
+    pub fn files(&self) -> Vec<(PathBuf, crate::runtime::checkpoint::Stamp)> {
+        let mut out = Vec::new();
+        for (dir, state) in &self.dirs {
+            for slot in &state.files {
+                if let Some(seen) = slot.seen {
+                    out.push((
+                        dir.join(&slot.name),
+                        crate::runtime::checkpoint::Stamp {
+                            size: seen.size,
+                            mtime_ns: seen.mtime_ns,
+                            ctime_ns: seen.ctime_ns,
+                            ino: seen.ino,
+                        },
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether [`WorkspaceTracker::after_call`] without a path may touch
     /// the disk: it walks the tree, so always.
     pub fn may_read_disk(&self) -> bool {

@@ -35,6 +35,18 @@ pub enum Input {
     /// `/policy` lists the session's "always" approvals; `/policy revoke N`
     /// forgets one.
     Policy(Option<String>),
+    /// `/undo [--force]` reverts the newest turn's file changes.
+    Undo {
+        force: bool,
+    },
+    /// `/rewind` lists the turns; `/rewind N [--force]` reverts files to
+    /// before turn N.
+    Rewind {
+        to: Option<u32>,
+        force: bool,
+    },
+    /// `/plan` shows the model's plan.
+    Plan,
     Exit,
     /// An unknown slash command, with a hint.
     Unknown(String),
@@ -77,6 +89,15 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "/policy",
         "list this session's \"always\" approvals; /policy revoke N forgets one",
     ),
+    (
+        "/undo",
+        "revert the file changes of the agent's last turn (--force over your later edits)",
+    ),
+    (
+        "/rewind",
+        "list the turns that changed files; /rewind N puts files back as before turn N",
+    ),
+    ("/plan", "show the model's plan"),
     ("/exit", "leave (also Ctrl+D)"),
 ];
 
@@ -111,6 +132,25 @@ pub fn parse(line: &str) -> Input {
                 .map(|(_, rest)| rest.trim().to_string())
                 .filter(|rest| !rest.is_empty()),
         ),
+        "/undo" => {
+            let (to, force, bad) = undo_args(trimmed);
+            match bad.or(to.map(|n| n.to_string())) {
+                Some(word) => Input::Unknown(format!(
+                    "/undo takes only --force, not {word}; /rewind N goes further back"
+                )),
+                None => Input::Undo { force },
+            }
+        }
+        "/rewind" => {
+            let (to, force, bad) = undo_args(trimmed);
+            match bad {
+                Some(word) => Input::Unknown(format!(
+                    "/rewind takes a turn number and --force, not {word}; /rewind lists the turns"
+                )),
+                None => Input::Rewind { to, force },
+            }
+        }
+        "/plan" => Input::Plan,
         "/exit" | "/quit" => Input::Exit,
         other => {
             let close = COMMANDS
@@ -139,6 +179,20 @@ fn parse_raise(arg: &str) -> Input {
             "/budget takes +N, a number of turns from 1 to {MAX_RAISE} to add to the hard cap (for example /budget +100), not {arg:?}"
         )),
     }
+}
+
+/// The arguments of `/undo` and `/rewind`: a turn number, `--force`, and
+/// the first word that is neither.
+fn undo_args(line: &str) -> (Option<u32>, bool, Option<String>) {
+    let (mut to, mut force) = (None, false);
+    for word in line.split_whitespace().skip(1) {
+        match word {
+            "--force" | "-f" | "force" => force = true,
+            n if to.is_none() && n.parse::<u32>().is_ok() => to = n.parse().ok(),
+            other => return (to, force, Some(other.to_string())),
+        }
+    }
+    (to, force, None)
 }
 
 /// Line-editor behaviour: slash-command completion, and a trailing `\`
@@ -207,7 +261,7 @@ mod tests {
             .into_iter()
             .map(|p| p.display)
             .collect();
-        assert_eq!(names, ["/reload", "/resume"]);
+        assert_eq!(names, ["/reload", "/resume", "/rewind"]);
         assert!(complete_command("fix /re").is_empty());
         assert_eq!(join_continued("first \\\nsecond"), "first \nsecond");
     }
@@ -255,6 +309,25 @@ mod tests {
         // Not an ASCII command word: a hint, not a panic.
         assert!(matches!(parse("/日本"), Input::Unknown(h) if h.contains("/日本")));
         assert!(matches!(parse("/é"), Input::Unknown(_)));
+        assert_eq!(parse("/undo"), Input::Undo { force: false });
+        assert_eq!(parse("/undo --force"), Input::Undo { force: true });
+        assert!(matches!(parse("/undo 3"), Input::Unknown(h) if h.contains("/rewind")));
+        assert_eq!(
+            parse("/rewind"),
+            Input::Rewind {
+                to: None,
+                force: false
+            }
+        );
+        assert_eq!(
+            parse("/rewind 2 --force"),
+            Input::Rewind {
+                to: Some(2),
+                force: true
+            }
+        );
+        assert!(matches!(parse("/rewind x"), Input::Unknown(_)));
+        assert_eq!(parse("/plan"), Input::Plan);
         assert_eq!(parse("/policy"), Input::Policy(None));
         assert_eq!(
             parse("/policy revoke 2"),

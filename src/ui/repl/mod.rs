@@ -28,6 +28,7 @@ use crate::protocol::{Message, Usage, UserSource};
 use crate::setup::{Note, Session};
 use crate::tools::ToolOrigin;
 use crate::ui::sanitize::visible_line;
+use crate::ui::undo::Request;
 use commands::{COMMANDS, Input, ReplHelper, join_continued, parse};
 use script_watch::{Before, ScriptWatch};
 
@@ -222,6 +223,24 @@ fn turn(
     sink.turn_summary(turn, agent.context_tokens(), agent.context_window());
 }
 
+/// `/undo` and `/rewind`.
+fn undo(agent: &mut Agent, sink: &Arc<TextSink>, request: Request, force: bool) {
+    let Some(checkpoints) = agent.checkpoints_mut() else {
+        sink.error("undo is not available in this session");
+        return;
+    };
+    match crate::ui::undo::undo(checkpoints, request, force) {
+        Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
+        Err(lines) => {
+            let mut lines = lines.iter();
+            if let Some(first) = lines.next() {
+                sink.error(first.trim_start());
+            }
+            lines.for_each(|l| eprintln!("{l}"));
+        }
+    }
+}
+
 /// A slash command.
 fn command(
     rt: &tokio::runtime::Runtime,
@@ -270,6 +289,11 @@ fn command(
             );
         }
         Input::Policy(arg) => policy(session, sink, arg.as_deref()),
+        Input::Undo { force } => undo(agent, sink, Request::Last, force),
+        Input::Rewind { to, force } => {
+            undo(agent, sink, to.map_or(Request::List, Request::To), force)
+        }
+        Input::Plan => sink.show_plan(),
         Input::Last => match sink.last_output() {
             Some((name, text)) => {
                 eprintln!("{}", sink.style().cyan(&format!("── {name} ──")));
@@ -295,6 +319,7 @@ fn command(
         }
         Input::Clear => {
             let notes = session.new_conversation(agent);
+            sink.forget_plan();
             if notes.is_empty() {
                 eprintln!("  new conversation (the previous one stays saved)");
             }
