@@ -462,9 +462,38 @@ async fn a_fork_bomb_is_a_clear_failure_and_leaves_nothing_running() {
         max_processes: 64,
         ..SandboxSettings::default()
     });
-    let m = marker(3501);
+    fork_bomb_is_stopped(&s, marker(3501)).await;
+}
+
+/// The same through the spawner thread's shared cgroup (the session's
+/// path under cgroup v1, started for every later test of this process
+/// too): the bomb is stopped, and the next command neither inherits the
+/// bomb's refused forks as its own nor lacks room to start.
+#[tokio::test]
+async fn a_fork_bomb_in_the_spawners_cgroup_is_stopped_and_the_next_command_runs() {
+    sandbox::spawner::start();
+    let s = setup_with(SandboxSettings {
+        max_processes: 64,
+        ..SandboxSettings::default()
+    });
+    fork_bomb_is_stopped(&s, marker(3502)).await;
+    let out = run("echo after", &s).await;
+    assert_eq!(
+        (out.exit_code, out.stdout.text.as_str()),
+        (Some(0), "after\n"),
+        "{out:?}"
+    );
+    assert!(
+        !out.stderr
+            .text
+            .contains(&sandbox::process_limit_message(64)),
+        "{out:?}"
+    );
+}
+
+async fn fork_bomb_is_stopped(s: &Setup, m: String) {
     let command = format!("bomb() {{ bomb | bomb & }}; bomb; sleep 60 # {m}");
-    let out = run(&command, &s).await;
+    let out = run(&command, s).await;
     // Never "ok": either the init's count stopped it at the limit (the
     // usual case, with the message), or the kernel's task limit held it
     // until the wall clock did.

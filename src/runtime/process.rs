@@ -162,15 +162,13 @@ pub struct Outcome {
 pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Outcome> {
     let started = Instant::now();
     let mut command = match &spec.sandbox {
+        // The launcher starts its own session (and so its own group, whose
+        // id is its pid). Its stdin is the lifeline: a pipe only this
+        // process writes to, whose EOF (when this process drops it or
+        // dies, by any signal) ends the command's whole tree.
         Some(sandbox) => {
-            // The launcher starts its own session (and so its own group,
-            // whose id is its pid). Its stdin is the lifeline: a pipe only
-            // this process writes to, whose EOF (when this process drops it
-            // or dies, by any signal) ends the command's whole tree.
             let mut launcher = Command::new(&sandbox.launcher);
-            launcher
-                .args(sandbox.launcher_args(shell(), &spec.command))
-                .stdin(Stdio::piped());
+            launcher.stdin(Stdio::piped());
             launcher
         }
         None => {
@@ -183,13 +181,16 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
             shell
         }
     };
-    let mut child = command
+    command
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+        .stderr(Stdio::piped());
+    let (mut child, held) = match &spec.sandbox {
+        Some(sandbox) => spawn_launcher(command, sandbox, &spec.command).await?,
+        None => (command.spawn()?, false),
+    };
     let _lifeline = child.stdin.take();
     let pid = child
         .id()
@@ -230,7 +231,7 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
         }
     };
 
-    if spec.sandbox.is_some() {
+    if spec.sandbox.is_some() && !held {
         // The launcher's pids cgroup, which it cannot remove from inside
         // its own user namespace.
         // Off the result's path: nothing waits for it.
@@ -248,6 +249,37 @@ pub async fn run(spec: CommandSpec, cancel: CancellationToken) -> io::Result<Out
         stderr: pipes.stderr.capture.finish(),
         duration: started.elapsed(),
     })
+}
+
+/// Starts the launcher for `text` (`command` has all but its arguments):
+/// on the spawner thread, born in its pids cgroup, when there is one
+/// ([`super::sandbox::spawner`]); else here, making its own. Returns the
+/// child and whether the spawner's cgroup holds it.
+async fn spawn_launcher(
+    mut command: Command,
+    sandbox: &Sandbox,
+    text: &str,
+) -> io::Result<(Child, bool)> {
+    use super::sandbox::{layers::TASKS_PER_PROCESS, spawner};
+    let tasks = sandbox
+        .options
+        .max_processes
+        .saturating_mul(TASKS_PER_PROCESS);
+    if tasks == 0 || !spawner::available() {
+        command.args(sandbox.launcher_args(shell(), text, false));
+        return Ok((command.spawn()?, false));
+    }
+    let held_args = sandbox.launcher_args(shell(), text, true);
+    let own_args = sandbox.launcher_args(shell(), text, false);
+    let runtime = tokio::runtime::Handle::current();
+    let spawned = spawner::run(move |cgroup| {
+        let held = cgroup.is_some_and(|c| c.allow(tasks).is_ok());
+        command.args(if held { held_args } else { own_args });
+        let _entered = runtime.enter();
+        command.spawn().map(|child| (child, held))
+    })
+    .await;
+    spawned.unwrap_or_else(|| Err(io::Error::other("the sandbox's spawner thread is gone")))
 }
 
 /// Why [`watch`] stopped.

@@ -27,6 +27,7 @@ pub mod cgroup;
 mod contain;
 pub mod layers;
 pub mod report;
+pub mod spawner;
 
 use std::ffi::OsString;
 use std::io;
@@ -135,6 +136,9 @@ pub struct LaunchOptions {
     /// Set by the launcher for the init: the ids to map in the command's
     /// nested user namespace.
     pub nest: Option<(u32, u32)>,
+    /// The launcher was born in the agent's spawner cgroup, whose limit
+    /// the agent set ([`spawner`]): it makes no cgroup of its own.
+    pub held_cgroup: bool,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -165,6 +169,9 @@ impl LaunchOptions {
             args.push("--nest".into());
             args.push(format!("{uid}:{gid}").into());
         }
+        if self.held_cgroup {
+            args.push("--held-cgroup".into());
+        }
         args.push("--".into());
         args.extend(self.program.iter().cloned());
         args
@@ -192,6 +199,7 @@ impl LaunchOptions {
             match arg.to_str() {
                 Some("--confine") => opts.confine = true,
                 Some("--network") => opts.network = true,
+                Some("--held-cgroup") => opts.held_cgroup = true,
                 Some("--write") => opts.writable.push(value()?.into()),
                 Some("--read-only") => opts.read_only.push(value()?.into()),
                 Some("--max-processes") => opts.max_processes = number(value()?)?,
@@ -422,6 +430,7 @@ impl Sandbox {
                 max_processes: settings.max_processes,
                 max_memory_mb: settings.max_memory_mb,
                 nest: None,
+                held_cgroup: false,
                 program: Vec::new(),
             },
             temp_dir: confine.then(|| temp_dir.to_path_buf()),
@@ -483,9 +492,11 @@ impl Sandbox {
         })
     }
 
-    /// The launcher's arguments for running `shell -c command`.
-    pub fn launcher_args(&self, shell: &Path, command: &str) -> Vec<OsString> {
+    /// The launcher's arguments for running `shell -c command`; `held`
+    /// when the spawner's cgroup holds the launcher ([`spawner`]).
+    pub fn launcher_args(&self, shell: &Path, command: &str, held: bool) -> Vec<OsString> {
         let mut opts = self.options.clone();
+        opts.held_cgroup = held;
         opts.program = vec![shell.into(), "-c".into(), command.into()];
         let mut args = vec![OsString::from(EXEC_SUBCOMMAND)];
         args.extend(opts.to_args());
@@ -670,6 +681,8 @@ pub fn for_agent(
 ) -> SessionSandbox {
     let (launcher, report) = probe.finish();
     cgroup::sweep();
+    // Moves into its cgroup now, off the first command's path.
+    spawner::start();
     let mut notes = Vec::new();
     let mut cleanup = None;
     let temp_dir = match create_temp_dir(session_id) {
@@ -811,6 +824,7 @@ mod tests {
             max_processes: 512,
             max_memory_mb: 100,
             nest: Some((1000, 100)),
+            held_cgroup: true,
             program: os(&["/bin/bash", "-c", "echo hi > out; rm -- -x"]),
         };
         let args = opts.to_args();
@@ -901,7 +915,7 @@ mod tests {
         );
         assert_eq!(sandbox.refusal, None);
         assert!(!sandbox.unconfined().options.confine);
-        let args = sandbox.launcher_args(Path::new("/bin/bash"), "--help");
+        let args = sandbox.launcher_args(Path::new("/bin/bash"), "--help", false);
         assert_eq!(args[0], EXEC_SUBCOMMAND);
         assert_eq!(
             &args[args.len() - 3..],

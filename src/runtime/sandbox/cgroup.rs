@@ -12,6 +12,15 @@
 //! Where no pids hierarchy is writable (cgroup v2 without a delegated
 //! subtree, most non-root users), creation fails and the caller falls back
 //! to `RLIMIT_NPROC`, which binds for non-root users.
+//!
+//! Moving a process into a cgroup costs the kernel a grace period of its
+//! read-copy-update machinery when none moved for a while: 8-16 ms here,
+//! once per command, more than the rest of the sandbox together. Under
+//! cgroup v1, where one thread can be moved on its own, the agent instead
+//! keeps a [`ThreadCgroup`]: one of its threads (the spawner,
+//! `super::spawner`) lives in `agent-<agent pid>` and starts every
+//! launcher, which is then born inside and moves nowhere
+//! ([`PidsCgroup::held`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,13 +33,16 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// namespace's last processes.
 const REMOVE_WAIT: Duration = Duration::from_secs(2);
 
-/// One command's pids cgroup; removed when dropped.
+/// One command's pids cgroup; removed when dropped if the launcher made it.
 #[derive(Debug)]
 pub struct PidsCgroup {
     dir: PathBuf,
     /// The parent's `cgroup.procs`: the launcher moves back there before
-    /// the directory is removed.
-    parent_procs: PathBuf,
+    /// the directory is removed. `None` for a cgroup the launcher was born
+    /// in ([`PidsCgroup::held`]), which the agent keeps.
+    parent_procs: Option<PathBuf>,
+    /// Forks refused for the limit before the command started.
+    refused_before: u64,
 }
 
 /// The directory of this process's pids cgroup, from `/proc/self/cgroup`
@@ -73,8 +85,9 @@ impl PidsCgroup {
         let dir = base.join(format!("agent-{}", std::process::id()));
         std::fs::create_dir(&dir)?;
         let cgroup = PidsCgroup {
-            parent_procs: base.join("cgroup.procs"),
+            parent_procs: Some(base.join("cgroup.procs")),
             dir,
+            refused_before: 0,
         };
         std::fs::write(cgroup.dir.join("pids.max"), max_tasks.to_string())?;
         std::fs::write(
@@ -84,13 +97,93 @@ impl PidsCgroup {
         Ok(cgroup)
     }
 
-    /// Whether a fork was refused for the limit (`pids.events`: `max N`).
-    pub fn hit_limit(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("pids.events")).is_ok_and(|e| {
-            e.lines()
-                .filter_map(|l| l.strip_prefix("max "))
-                .any(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+    /// The agent's spawner cgroup this launcher was born in (the agent set
+    /// its limit): nothing is created, moved or removed.
+    ///
+    /// # Errors
+    ///
+    /// When this process is not in an `agent-<pid>` pids cgroup.
+    pub fn held() -> io::Result<PidsCgroup> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")?;
+        let dir = pids_dir(&own, |_| false)
+            .filter(|d| {
+                d.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("agent-"))
+            })
+            .ok_or_else(|| io::Error::other("not in the agent's pids cgroup"))?;
+        let refused_before = refused(&dir);
+        Ok(PidsCgroup {
+            dir,
+            parent_procs: None,
+            refused_before,
         })
+    }
+
+    /// Whether a fork was refused for the limit since the command started
+    /// (`pids.events`: `max N`).
+    pub fn hit_limit(&self) -> bool {
+        refused(&self.dir) > self.refused_before
+    }
+}
+
+/// How many forks the cgroup `dir` refused for its limit, ever.
+fn refused(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join("pids.events"))
+        .ok()
+        .and_then(|e| {
+            e.lines()
+                .find_map(|l| l.strip_prefix("max ")?.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The pids cgroup of one thread of the agent (cgroup v1 only): what that
+/// thread forks is born inside. See the module doc.
+#[derive(Debug)]
+pub struct ThreadCgroup {
+    dir: PathBuf,
+}
+
+impl ThreadCgroup {
+    /// Creates `agent-<agent pid>` beneath the agent's pids cgroup (v1)
+    /// and moves the calling thread, alone, into it.
+    ///
+    /// # Errors
+    ///
+    /// Without a v1 pids hierarchy, or where it is not writable.
+    pub fn for_this_thread() -> io::Result<ThreadCgroup> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")?;
+        // `|_| false`: a v2 hierarchy moves whole processes only.
+        let base =
+            pids_dir(&own, |_| false).ok_or_else(|| io::Error::other("no v1 pids hierarchy"))?;
+        let dir = base.join(format!("agent-{}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            // Left by a dead process that had this pid: empty, so reused.
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        let cgroup = ThreadCgroup { dir };
+        std::fs::write(cgroup.dir.join("tasks"), nix::unistd::gettid().to_string())?;
+        Ok(cgroup)
+    }
+
+    /// Before a launcher is started: `max_tasks` more tasks than the
+    /// cgroup holds now (the spawner thread, and what an ended command's
+    /// namespace still holds while the kernel reaps it).
+    ///
+    /// # Errors
+    ///
+    /// When the limit cannot be read or written.
+    pub fn allow(&self, max_tasks: u64) -> io::Result<()> {
+        let current: u64 = std::fs::read_to_string(self.dir.join("pids.current"))?
+            .trim()
+            .parse()
+            .map_err(|_| io::Error::other("pids.current is not a number"))?;
+        std::fs::write(
+            self.dir.join("pids.max"),
+            current.saturating_add(max_tasks).to_string(),
+        )
     }
 }
 
@@ -100,8 +193,10 @@ impl Drop for PidsCgroup {
     /// then removes it with [`remove_launcher_cgroup`] once the launcher
     /// has exited.
     fn drop(&mut self) {
-        let _ = std::fs::write(&self.parent_procs, std::process::id().to_string());
-        let _ = std::fs::remove_dir(&self.dir);
+        if let Some(parent_procs) = &self.parent_procs {
+            let _ = std::fs::write(parent_procs, std::process::id().to_string());
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 }
 

@@ -119,7 +119,12 @@ pub fn launcher(opts: &LaunchOptions) -> Result<u8, LaunchError> {
     // writable (it binds for root, which RLIMIT_NPROC does not).
     let cgroup = (opts.max_processes > 0)
         .then(|| {
-            PidsCgroup::create(opts.max_processes.saturating_mul(layers::TASKS_PER_PROCESS)).ok()
+            if opts.held_cgroup {
+                PidsCgroup::held().ok()
+            } else {
+                PidsCgroup::create(opts.max_processes.saturating_mul(layers::TASKS_PER_PROCESS))
+                    .ok()
+            }
         })
         .flatten();
     let code = contain_in_namespaces(opts)?;
