@@ -519,7 +519,8 @@ async fn the_repl_lists_the_servers_and_uses_their_tools() {
         }
     }
     tmux.line("what time is it in Tokyo?");
-    tmux.wait_for("Tokyo time, from the server.").await;
+    tmux.wait_for_prompt_after("Tokyo time, from the server.")
+        .await;
     let sent = sent_result(&server, "t");
     assert!(sent.contains("+09:00"), "{sent}");
     tmux.press("C-d");

@@ -51,7 +51,8 @@ async fn a_prompt_is_answered_with_streamed_text() {
     tmux.type_text("/hel");
     tmux.press("Tab");
     tmux.press("Enter");
-    tmux.wait_for("continue a saved conversation").await;
+    tmux.wait_for_prompt_after("continue a saved conversation")
+        .await;
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
     assert_eq!(contents(&server, 0).last().unwrap(), "say hello");
@@ -669,7 +670,7 @@ async fn budget_plus_n_raises_the_hard_cap_for_one_turn() {
     tmux.line("second");
     tmux.wait_for("Second answer.").await;
     tmux.line("/budget");
-    tmux.wait_for("(hard cap 250;").await;
+    tmux.wait_for_prompt_after("(hard cap 250;").await;
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
     assert_eq!(server.requests().len(), 2);

@@ -54,8 +54,31 @@ fn layers_present(test: &str, report: &SandboxReport, network: bool) -> bool {
     false
 }
 
+/// Commands of this test process share one pids budget once the spawner
+/// thread runs (it is started by one test and stays for the rest): a fork
+/// bomb fills it, so a command started beside one could not fork. Tests
+/// share this lock; the fork-bomb tests take it alone.
+static PIDS_BUDGET: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+#[allow(dead_code)]
+enum Budget {
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    Alone(std::sync::RwLockWriteGuard<'static, ()>),
+}
+
+impl Budget {
+    fn shared() -> Budget {
+        Budget::Shared(PIDS_BUDGET.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn alone() -> Budget {
+        Budget::Alone(PIDS_BUDGET.write().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// A workspace and a private temp dir, and the session sandbox over them.
 struct Setup {
+    _budget: Budget,
     _root: tempfile::TempDir,
     workspace: PathBuf,
     temp: PathBuf,
@@ -63,6 +86,15 @@ struct Setup {
 }
 
 fn setup_with(settings: SandboxSettings) -> Setup {
+    setup_holding(settings, Budget::shared())
+}
+
+/// A setup whose commands run alone in this process (fork bombs).
+fn setup_alone(settings: SandboxSettings) -> Setup {
+    setup_holding(settings, Budget::alone())
+}
+
+fn setup_holding(settings: SandboxSettings, budget: Budget) -> Setup {
     let root = tempfile::tempdir().expect("root");
     let workspace = root.path().join("ws");
     let temp = root.path().join("tmp");
@@ -71,6 +103,7 @@ fn setup_with(settings: SandboxSettings) -> Setup {
     std::fs::create_dir_all(&temp).unwrap();
     let sandbox = Sandbox::for_session(launcher(), &settings, &report(), &workspace, &temp, &[]);
     Setup {
+        _budget: budget,
         _root: root,
         workspace,
         temp,
@@ -326,6 +359,7 @@ async fn unix_socket_connect_fails_unless_the_network_is_on() {
 
     // The same command with `network: true` connects: the tool works, and
     // the sandbox is what refused it above.
+    drop(s); // one share of the pids budget at a time: see PIDS_BUDGET
     let open = setup_with(SandboxSettings {
         network: true,
         ..SandboxSettings::default()
@@ -350,6 +384,7 @@ async fn tcp_connect_to_localhost_fails_unless_the_network_is_on() {
         assert_eq!(out.stdout.text, "");
         assert!(listener.accept().is_err(), "a connection got through");
     }
+    drop(s); // one share of the pids budget at a time: see PIDS_BUDGET
     let open = setup_with(SandboxSettings {
         network: true,
         ..SandboxSettings::default()
@@ -458,7 +493,7 @@ async fn background_processes_end_with_their_command() {
 
 #[tokio::test]
 async fn a_fork_bomb_is_a_clear_failure_and_leaves_nothing_running() {
-    let s = setup_with(SandboxSettings {
+    let s = setup_alone(SandboxSettings {
         max_processes: 64,
         ..SandboxSettings::default()
     });
@@ -472,7 +507,7 @@ async fn a_fork_bomb_is_a_clear_failure_and_leaves_nothing_running() {
 #[tokio::test]
 async fn a_fork_bomb_in_the_spawners_cgroup_is_stopped_and_the_next_command_runs() {
     sandbox::spawner::start();
-    let s = setup_with(SandboxSettings {
+    let s = setup_alone(SandboxSettings {
         max_processes: 64,
         ..SandboxSettings::default()
     });

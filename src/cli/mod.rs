@@ -263,7 +263,7 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
         Ok(started) => started,
         Err(message) => return fail(&message),
     };
-    match prompt {
+    let code = match prompt {
         Some(task) => {
             // Nobody waits at a prompt here: the servers' tools are in
             // the first request.
@@ -295,8 +295,17 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
                 crate::ui::repl::End::Failed => exit::USAGE,
             }
         }
-    }
+    };
+    // The servers are stopped and the prune is waited for; then nothing
+    // left on the runtime (a blocking task still reading, say) may keep
+    // the agent from exiting.
+    drop(session);
+    rt.shutdown_timeout(EXIT_GRACE);
+    code
 }
+
+/// How long leaving waits for the runtime's last tasks.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Setup notes, as events.
 pub(crate) fn emit_notes(sink: &dyn EventSink, notes: &[Note]) {

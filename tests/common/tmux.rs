@@ -137,6 +137,25 @@ impl Tmux {
     pub async fn wait_for(&self, needle: &str) -> String {
         self.wait_for_n(needle, 1).await
     }
+
+    /// Waits until `anchor` is on the screen and a fresh prompt follows it:
+    /// the line editor reads again, so a key pressed now (Ctrl+D) reaches
+    /// it instead of the turn that printed `anchor`.
+    pub async fn wait_for_prompt_after(&self, anchor: &str) -> String {
+        let deadline = Instant::now() + SCREEN_TIMEOUT;
+        loop {
+            let screen = self.screen();
+            if let Some((_, after)) = screen.rsplit_once(anchor)
+                && after.lines().any(|l| l.starts_with('›'))
+            {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("no prompt appeared after {anchor:?}:\n{screen}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 impl Drop for Tmux {
