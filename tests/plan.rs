@@ -58,6 +58,45 @@ async fn the_plan_reaches_the_screen_and_the_model_and_plan_shows_it() {
     server.assert_protocol();
 }
 
+/// With `--json` each plan update is one `script_event` line a program can
+/// follow, in order, with the items as the model sent them.
+#[tokio::test]
+async fn json_mode_streams_each_plan_update_as_a_script_event() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        plan_call("p1", ["in_progress", "pending", "pending"]),
+        plan_call("p2", ["done", "in_progress", "pending"]),
+        Reply::text("Planned."),
+    ])
+    .await;
+    let mut task = crate::common::agent_command(&dirs, &server.base_url);
+    task.args(["--json", "-p", "plan it"]);
+    let out = crate::common::output(task).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::common::stderr(&out)
+    );
+    let events: Vec<serde_json::Value> = crate::common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["type"] == "script_event")
+        .collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events.iter().all(|e| e["kind"] == "plan"), "{events:?}");
+    let statuses = |e: &serde_json::Value| -> Vec<String> {
+        e["data"]["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no items: {e}"))
+            .iter()
+            .map(|i| i["status"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(statuses(&events[0]), ["in_progress", "pending", "pending"]);
+    assert_eq!(statuses(&events[1]), ["done", "in_progress", "pending"]);
+}
+
 #[tokio::test]
 async fn a_bad_plan_is_an_error_for_the_model() {
     let dirs = Dirs::new();

@@ -148,6 +148,84 @@ async fn rewind_lists_the_turns_and_goes_back_to_before_an_earlier_one() {
     tmux.wait_for("(undone)").await;
 }
 
+/// `/rewind N --chat`: files and conversation go back together to before
+/// the person's message turn N answered, and that message is offered on
+/// the prompt line to send again.
+#[tokio::test]
+async fn rewind_with_chat_takes_files_and_conversation_back_to_a_message() {
+    let dirs = Dirs::new();
+    sandbox_off(&dirs);
+    dirs.write("a.txt", "original a\n");
+    let server = MockServer::start(vec![
+        write_file_call("w1", "a.txt", "first change\n"),
+        Reply::text("First done."),
+        write_file_call("w2", "a.txt", "second change\n"),
+        write_file_call("w3", "dir/new.txt", "a new file\n"),
+        Reply::text("Second done."),
+        Reply::text("Asked again, answered again."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("first task");
+    tmux.wait_for("First done.").await;
+    tmux.line("second task");
+    tmux.wait_for_prompt_after("Second done.").await;
+    // Turn 3 answered "second task", as turn 2 did: both go back.
+    tmux.line("/rewind 3 --chat");
+    tmux.wait_for("conversation taken back to before your message: second task")
+        .await;
+    let screen = tmux.wait_for("undid turn(s) 2, 3").await;
+    assert!(!screen.contains("undid turn(s) 1"), "{screen}");
+    assert_eq!(
+        crate::common::read(&dirs.workspace.join("a.txt")),
+        "first change\n"
+    );
+    assert!(!dirs.workspace.join("dir/new.txt").exists());
+    // The message is on the prompt line again: Enter sends it.
+    tmux.wait_for("› second task").await;
+    tmux.press("Enter");
+    tmux.wait_for("Asked again, answered again.").await;
+    let requests = server.requests();
+    let last = requests.last().unwrap().messages();
+    let said: Vec<&str> = last.iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(
+        said.iter().filter(|c| c.contains("second task")).count(),
+        1,
+        "{said:?}"
+    );
+    assert!(said.iter().any(|c| c.contains("First done.")), "{said:?}");
+    assert!(!said.iter().any(|c| c.contains("Second done.")), "{said:?}");
+    let calls = last.iter().filter(|m| m["tool_calls"].is_array()).count();
+    assert_eq!(calls, 1, "only turn 1's call is left: {last:?}");
+    // The transcript holds the rewound conversation: a resume sees it.
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+    let session = std::fs::read_dir(dirs.data.join("sessions"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .unwrap()
+        .path();
+    let loaded = agent::agent::transcript::load(&session).unwrap();
+    let texts: Vec<String> = loaded
+        .messages
+        .iter()
+        .map(|m| serde_json::to_string(m).unwrap())
+        .collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("Second done.")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("Asked again, answered again.")),
+        "{texts:?}"
+    );
+    server.assert_protocol();
+}
+
 #[tokio::test]
 async fn agent_undo_lists_turns_and_stops_at_a_later_edit_by_the_person() {
     let dirs = Dirs::new();

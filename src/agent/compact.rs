@@ -79,6 +79,7 @@ impl Agent {
         let recent = self.history.split_off(cut);
         self.history.truncate(1);
         self.wire.forget_from(1);
+        self.chat_marks.clear();
         let note = Message::User {
             content: format!(
                 "{SUMMARY_HEADER}\n{}\n\nThe user's current request: {task}",

@@ -117,6 +117,10 @@ pub struct Agent {
     call_reader: Arc<dyn CallReader>,
     /// Requests carry compact tool descriptions (`lean_prompt`).
     lean_tools: bool,
+    /// The person's messages of this conversation that `/rewind --chat`
+    /// can go back to: each one's mark and its index in `history`.
+    /// Forgotten when the history is rewritten (compaction, clear, resume).
+    chat_marks: Vec<(u64, usize)>,
 }
 
 impl Agent {
@@ -152,6 +156,7 @@ impl Agent {
             tool_calls: ToolCallMode::Native,
             call_reader: Arc::new(BuiltinReader),
             lean_tools: false,
+            chat_marks: Vec::new(),
         }
     }
 
@@ -254,6 +259,50 @@ impl Agent {
         self.history.truncate(1);
         self.wire.forget_from(1);
         self.last_prompt = None;
+        self.chat_marks.clear();
+    }
+
+    /// A mark for the person's next message, unique across sessions (the
+    /// clock's nanoseconds, never below the last one given).
+    fn mark_next_message(&mut self) -> u64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let mark = self
+            .chat_marks
+            .last()
+            .map_or(now, |(last, _)| now.max(last + 1));
+        self.chat_marks.push((mark, self.history.len()));
+        mark
+    }
+
+    /// Takes the conversation back to just before the person's message
+    /// `mark` (`/rewind N --chat`) and records that in the transcript.
+    /// Returns that message, to be sent again or changed; `None` when the
+    /// conversation no longer holds it (compacted, cleared or resumed
+    /// since).
+    pub fn rewind_conversation(&mut self, mark: u64) -> Option<String> {
+        let at = self
+            .chat_marks
+            .iter()
+            .find(|(m, _)| *m == mark)
+            .map(|(_, at)| *at)?;
+        let text = match self.history.get(at)? {
+            Message::User { content, .. } => content.clone(),
+            _ => return None,
+        };
+        self.history.truncate(at);
+        self.wire.forget_from(at);
+        self.last_prompt = None;
+        self.chat_marks.retain(|(_, i)| *i < at);
+        let runtime = self.runtime.clone();
+        if let Some(t) = self.transcript.as_mut()
+            && t.compaction(&self.history[1..], &|line| runtime.redact(line))
+                .is_err()
+        {
+            self.transcript = None;
+        }
+        Some(text)
     }
 
     /// Continues a saved conversation: `messages` (without system prompt)
@@ -261,6 +310,7 @@ impl Agent {
     pub fn restore(&mut self, messages: Vec<Message>) {
         self.history.truncate(1);
         self.wire.forget_from(1);
+        self.chat_marks.clear();
         self.history.extend(
             messages
                 .into_iter()

@@ -23,10 +23,17 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
+        let mark = self.mark_next_message();
         self.push(Message::user(input));
         self.requests_this_turn = 0;
         let user = input.to_string();
-        self.on_judge(move |j| j.begin_user_turn(&user)).await;
+        self.on_judge(move |j| {
+            j.begin_user_turn(&user);
+            if let Some(cp) = j.checkpoints_mut() {
+                cp.mark_message(mark);
+            }
+        })
+        .await;
         let outcome = self.drive(sink, cancel).await;
         self.flush_notices(sink);
         self.sync_transcript();

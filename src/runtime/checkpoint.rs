@@ -105,6 +105,11 @@ pub struct Turn {
     /// Reverted already.
     #[serde(default)]
     pub undone: bool,
+    /// The mark of the person's message the turn answered, as the agent
+    /// gave it ([`Checkpoints::mark_message`]): how `/rewind N --chat`
+    /// finds where the conversation goes back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<u64>,
 }
 
 /// What `index.json` holds.
@@ -159,6 +164,7 @@ pub struct Checkpoints {
     /// The current model turn's changes: content before, content after.
     pending: BTreeMap<PathBuf, (Content, Content)>,
     prompt: String,
+    chat: Option<u64>,
     stored_bytes: u64,
 }
 
@@ -177,6 +183,7 @@ impl Checkpoints {
             baseline: HashMap::new(),
             pending: BTreeMap::new(),
             prompt: String::new(),
+            chat: None,
             stored_bytes,
         }
     }
@@ -196,6 +203,7 @@ impl Checkpoints {
             baseline: HashMap::new(),
             pending: BTreeMap::new(),
             prompt: String::new(),
+            chat: None,
         })
     }
 
@@ -233,6 +241,13 @@ impl Checkpoints {
     /// The person's new message: the label of the turns that follow.
     pub fn begin_user_turn(&mut self, prompt: &str) {
         self.prompt = crate::text::shorten(crate::text::first_line(prompt), PROMPT_CHARS);
+        self.chat = None;
+    }
+
+    /// Names the person's current message in the conversation: the turns
+    /// that follow carry `mark`.
+    pub fn mark_message(&mut self, mark: u64) {
+        self.chat = Some(mark);
     }
 
     /// Before a call that may change files: keeps the content of every
@@ -336,6 +351,7 @@ impl Checkpoints {
             time: chrono::Local::now().format("%H:%M:%S").to_string(),
             changes,
             undone: false,
+            chat: self.chat,
         });
         self.save()?;
         Ok(Some(n))

@@ -39,11 +39,13 @@ pub enum Input {
     Undo {
         force: bool,
     },
-    /// `/rewind` lists the turns; `/rewind N [--force]` reverts files to
-    /// before turn N.
+    /// `/rewind` lists the turns; `/rewind N [--force] [--chat]` reverts
+    /// files to before turn N, and with `--chat` the conversation to
+    /// before the person's message that turn answered.
     Rewind {
         to: Option<u32>,
         force: bool,
+        chat: bool,
     },
     /// `/plan` shows the model's plan.
     Plan,
@@ -95,7 +97,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "/rewind",
-        "list the turns that changed files; /rewind N puts files back as before turn N",
+        "list the turns that changed files; /rewind N puts files back as before turn N, --chat the conversation too",
     ),
     ("/plan", "show the model's plan"),
     ("/exit", "leave (also Ctrl+D)"),
@@ -133,8 +135,9 @@ pub fn parse(line: &str) -> Input {
                 .filter(|rest| !rest.is_empty()),
         ),
         "/undo" => {
-            let (to, force, bad) = undo_args(trimmed);
-            match bad.or(to.map(|n| n.to_string())) {
+            let (to, force, chat, bad) = undo_args(trimmed);
+            let chat = chat.then(|| "--chat".to_string());
+            match bad.or(to.map(|n| n.to_string())).or(chat) {
                 Some(word) => Input::Unknown(format!(
                     "/undo takes only --force, not {word}; /rewind N goes further back"
                 )),
@@ -142,12 +145,16 @@ pub fn parse(line: &str) -> Input {
             }
         }
         "/rewind" => {
-            let (to, force, bad) = undo_args(trimmed);
+            let (to, force, chat, bad) = undo_args(trimmed);
             match bad {
                 Some(word) => Input::Unknown(format!(
-                    "/rewind takes a turn number and --force, not {word}; /rewind lists the turns"
+                    "/rewind takes a turn number, --force and --chat, not {word}; /rewind lists the turns"
                 )),
-                None => Input::Rewind { to, force },
+                None if chat && to.is_none() => Input::Unknown(
+                    "/rewind --chat needs the turn to go back to: /rewind N --chat (/rewind lists the turns)"
+                        .to_string(),
+                ),
+                None => Input::Rewind { to, force, chat },
             }
         }
         "/plan" => Input::Plan,
@@ -181,18 +188,19 @@ fn parse_raise(arg: &str) -> Input {
     }
 }
 
-/// The arguments of `/undo` and `/rewind`: a turn number, `--force`, and
-/// the first word that is neither.
-fn undo_args(line: &str) -> (Option<u32>, bool, Option<String>) {
-    let (mut to, mut force) = (None, false);
+/// The arguments of `/undo` and `/rewind`: a turn number, `--force`,
+/// `--chat`, and the first word that is none of them.
+fn undo_args(line: &str) -> (Option<u32>, bool, bool, Option<String>) {
+    let (mut to, mut force, mut chat) = (None, false, false);
     for word in line.split_whitespace().skip(1) {
         match word {
             "--force" | "-f" | "force" => force = true,
+            "--chat" | "--conversation" | "chat" => chat = true,
             n if to.is_none() && n.parse::<u32>().is_ok() => to = n.parse().ok(),
-            other => return (to, force, Some(other.to_string())),
+            other => return (to, force, chat, Some(other.to_string())),
         }
     }
-    (to, force, None)
+    (to, force, chat, None)
 }
 
 /// Line-editor behaviour: slash-command completion, and a trailing `\`
@@ -316,16 +324,30 @@ mod tests {
             parse("/rewind"),
             Input::Rewind {
                 to: None,
-                force: false
+                force: false,
+                chat: false
             }
         );
         assert_eq!(
             parse("/rewind 2 --force"),
             Input::Rewind {
                 to: Some(2),
-                force: true
+                force: true,
+                chat: false
             }
         );
+        assert_eq!(
+            parse("/rewind 3 --chat"),
+            Input::Rewind {
+                to: Some(3),
+                force: false,
+                chat: true
+            }
+        );
+        assert!(
+            matches!(parse("/rewind --chat"), Input::Unknown(h) if h.contains("/rewind N --chat"))
+        );
+        assert!(matches!(parse("/undo --chat"), Input::Unknown(h) if h.contains("--chat")));
         assert!(matches!(parse("/rewind x"), Input::Unknown(_)));
         assert_eq!(parse("/plan"), Input::Plan);
         assert_eq!(parse("/policy"), Input::Policy(None));

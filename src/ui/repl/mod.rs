@@ -99,8 +99,14 @@ pub fn run(
     }
     let mut last_interrupt: Option<std::time::Instant> = None;
     let mut watch = ScriptWatch::default();
+    // A message `/rewind N --chat` took back, offered for editing.
+    let mut prefill: Option<String> = None;
     loop {
-        let line = match editor.readline("› ") {
+        let read = match prefill.take() {
+            Some(text) => editor.readline_with_initial("› ", (&text, "")),
+            None => editor.readline("› "),
+        };
+        let line = match read {
             Ok(line) => {
                 last_interrupt = None;
                 join_continued(&line)
@@ -150,6 +156,11 @@ pub fn run(
                 turn(rt, agent, &mut editor, &sink, &text);
                 watch.turn_ended(&session.host);
             }
+            Input::Rewind {
+                to: Some(n),
+                force,
+                chat: true,
+            } => prefill = rewind_chat(agent, &sink, n, force),
             other => {
                 if other == Input::Reload {
                     watch.reloaded();
@@ -241,6 +252,69 @@ fn undo(agent: &mut Agent, sink: &Arc<TextSink>, request: Request, force: bool) 
     }
 }
 
+/// `/rewind N --chat`: the files as before turn N, then the conversation
+/// as before the person's message that turn answered (and the turns of
+/// that message before N, so files and conversation agree). Returns that
+/// message when it fits on the prompt line, to be edited or sent again.
+fn rewind_chat(agent: &mut Agent, sink: &Arc<TextSink>, n: u32, force: bool) -> Option<String> {
+    let Some(checkpoints) = agent.checkpoints_mut() else {
+        sink.error("undo is not available in this session");
+        return None;
+    };
+    let turns = checkpoints.turns();
+    let Some(turn) = turns.iter().find(|t| t.n == n) else {
+        sink.error(&format!(
+            "no turn {n} changed files in this session; /rewind lists the turns"
+        ));
+        return None;
+    };
+    let Some(mark) = turn.chat else {
+        sink.error(&format!(
+            "turn {n} is from an earlier run of this session: the conversation cannot go back to it; /rewind {n} puts the files back"
+        ));
+        return None;
+    };
+    let first = turns
+        .iter()
+        .filter(|t| t.chat == Some(mark))
+        .map(|t| t.n)
+        .min()
+        .unwrap_or(n);
+    let open = turns.iter().any(|t| t.n >= first && !t.undone);
+    if open {
+        match crate::ui::undo::undo(checkpoints, Request::To(first), force) {
+            Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
+            Err(lines) => {
+                let mut lines = lines.iter();
+                if let Some(first) = lines.next() {
+                    sink.error(first.trim_start());
+                }
+                lines.for_each(|l| eprintln!("{l}"));
+                eprintln!("  the conversation was left as it is");
+                return None;
+            }
+        }
+    } else {
+        eprintln!("  the files are already as before turn {first}");
+    }
+    match agent.rewind_conversation(mark) {
+        Some(text) => {
+            let shown = crate::text::shorten(crate::text::first_line(&text), 80);
+            eprintln!(
+                "  conversation taken back to before your message: {}",
+                crate::ui::sanitize::visible_line(&shown)
+            );
+            (!text.contains('\n')).then_some(text)
+        }
+        None => {
+            sink.error(
+                "the conversation no longer holds that message (compacted, cleared or resumed since): only the files went back",
+            );
+            None
+        }
+    }
+}
+
 /// A slash command.
 fn command(
     rt: &tokio::runtime::Runtime,
@@ -290,7 +364,7 @@ fn command(
         }
         Input::Policy(arg) => policy(session, sink, arg.as_deref()),
         Input::Undo { force } => undo(agent, sink, Request::Last, force),
-        Input::Rewind { to, force } => {
+        Input::Rewind { to, force, .. } => {
             undo(agent, sink, to.map_or(Request::List, Request::To), force)
         }
         Input::Plan => sink.show_plan(),
