@@ -9,11 +9,13 @@
 //! as a huge `target/` costs nothing, and `.git` is skipped). A directory
 //! is listed again only when its own metadata moved (an entry was added,
 //! removed or renamed); every listed file is stat'ed, and hashed again
-//! only when its size, mtime, ctime or inode moved. After the first walk
-//! every listed directory is watched with inotify, so a later call looks
-//! only at the directories and files the kernel reported changing (and
-//! falls back to stat'ing everything when the report queue overflowed or
-//! the watch limit was reached). A changed `.gitignore` makes the next
+//! only when its size, mtime, ctime or inode moved. In a big tree (from
+//! [`WATCH_MIN_FILES`] files or [`WATCH_MIN_DIRS`] directories) every listed
+//! directory is then watched with inotify, so a later call looks only at
+//! the directories and files the kernel reported changing (and falls back
+//! to stat'ing everything when the report queue overflowed or the watch
+//! limit was reached); a small tree is stat'ed whole each time, which is
+//! cheaper than an inotify descriptor. A changed `.gitignore` makes the next
 //! walk list everything again. The identifier combines every file's
 //! path and content hash, plus the files the agent's write tools touched
 //! outside the walk. So a write that changes content gives a new id,
@@ -117,6 +119,14 @@ fn is_ignore_file(name: &OsStr) -> bool {
     IGNORE_FILES.contains(&name.to_str().unwrap_or_default())
 }
 
+/// A tree with fewer listed files and directories than these is walked
+/// again on every call instead of watched: stat'ing a few thousand files
+/// costs about a millisecond, while an inotify descriptor costs a kernel
+/// grace period when it is closed (6-15 ms measured, paid at exit by
+/// every one-shot task).
+const WATCH_MIN_FILES: usize = 2000;
+const WATCH_MIN_DIRS: usize = 200;
+
 /// Bytes read from the inotify descriptor at a time.
 const WATCH_READ_BYTES: usize = 64 * 1024;
 
@@ -183,6 +193,8 @@ pub struct WorkspaceTracker {
     last_walk_ns: i64,
     /// The kernel's change reports, while they can be trusted.
     watch: Option<Watch>,
+    /// Files the last full walk looked at; a big tree is watched.
+    walked_files: usize,
 }
 
 impl WorkspaceTracker {
@@ -191,6 +203,7 @@ impl WorkspaceTracker {
             root,
             last_walk_ns: 0,
             watch: None,
+            walked_files: 0,
             dirs: HashMap::new(),
             touched: BTreeMap::new(),
             original: BTreeMap::new(),
@@ -461,8 +474,13 @@ impl WorkspaceTracker {
     /// Stats every listed file (the first walk, and whenever the kernel's
     /// reports cannot be trusted), and starts watching every directory.
     fn full_walk(&mut self) -> bool {
-        self.watch = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
-            .ok()
+        // Sized by the last walk: the first one of a big tree only counts.
+        let big = self.walked_files >= WATCH_MIN_FILES || self.dirs.len() >= WATCH_MIN_DIRS;
+        self.watch = big
+            .then(|| {
+                inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).ok()
+            })
+            .flatten()
             .map(|fd| Watch {
                 fd,
                 dirs: HashMap::new(),
@@ -534,6 +552,7 @@ impl WorkspaceTracker {
             next.insert(rel, state);
         }
         self.dirs = next;
+        self.walked_files = walked;
         ignore_changed
     }
 
@@ -692,6 +711,38 @@ fn hash_open(file: File) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_big_tree_is_watched_and_a_small_one_is_not() {
+        let small = tempfile::tempdir().unwrap();
+        std::fs::write(small.path().join("a.txt"), "one").unwrap();
+        let mut ws = WorkspaceTracker::new(small.path().to_path_buf());
+        ws.after_call(None);
+        ws.after_call(None);
+        assert!(
+            ws.watch.is_none(),
+            "a small tree needs no inotify descriptor"
+        );
+
+        let big = tempfile::tempdir().unwrap();
+        for i in 0..WATCH_MIN_FILES {
+            std::fs::write(big.path().join(format!("f{i}.txt")), "x").unwrap();
+        }
+        let mut ws = WorkspaceTracker::new(big.path().to_path_buf());
+        let first = ws.after_call(None);
+        assert!(ws.watch.is_none(), "the first walk only counts");
+        assert_eq!(ws.after_call(None), first);
+        assert!(ws.watch.is_some(), "the second walk starts watching");
+        // Changes are seen through the kernel's reports.
+        std::fs::write(big.path().join("f7.txt"), "changed").unwrap();
+        let changed = ws.after_call(None);
+        assert_ne!(changed, first);
+        assert!(ws.watch.is_some());
+        std::fs::write(big.path().join("f7.txt"), "x").unwrap();
+        assert_eq!(ws.after_call(None), first);
+        std::fs::write(big.path().join("new.txt"), "new").unwrap();
+        assert_ne!(ws.after_call(None), first);
+    }
 
     #[test]
     fn writes_change_the_id_and_undo_returns_to_it() {
