@@ -242,14 +242,18 @@ fn undo(agent: &mut Agent, sink: &Arc<TextSink>, request: Request, force: bool) 
     };
     match crate::ui::undo::undo(checkpoints, request, force) {
         Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
-        Err(lines) => {
-            let mut lines = lines.iter();
-            if let Some(first) = lines.next() {
-                sink.error(first.trim_start());
-            }
-            lines.for_each(|l| eprintln!("{l}"));
-        }
+        Err(lines) => show_not_restored(sink, &lines),
     }
+}
+
+/// Why nothing was restored: the first line as an error, then the rest
+/// (the conflicts).
+fn show_not_restored(sink: &Arc<TextSink>, lines: &[String]) {
+    let mut lines = lines.iter();
+    if let Some(first) = lines.next() {
+        sink.error(first.trim_start());
+    }
+    lines.for_each(|l| eprintln!("{l}"));
 }
 
 /// `/rewind N --chat`: the files as before turn N, then the conversation
@@ -285,11 +289,7 @@ fn rewind_chat(agent: &mut Agent, sink: &Arc<TextSink>, n: u32, force: bool) -> 
         match crate::ui::undo::undo(checkpoints, Request::To(first), force) {
             Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
             Err(lines) => {
-                let mut lines = lines.iter();
-                if let Some(first) = lines.next() {
-                    sink.error(first.trim_start());
-                }
-                lines.for_each(|l| eprintln!("{l}"));
+                show_not_restored(sink, &lines);
                 eprintln!("  the conversation was left as it is");
                 return None;
             }
