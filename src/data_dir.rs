@@ -68,6 +68,11 @@ impl DataDir {
     pub fn history(&self) -> PathBuf {
         self.root.join("history.txt")
     }
+
+    /// An empty file whose modification time is the last prune's start.
+    pub fn prune_stamp(&self) -> PathBuf {
+        self.root.join("pruned")
+    }
 }
 
 /// A sortable, unique-enough id for a new session: local time plus pid,

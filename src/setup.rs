@@ -449,7 +449,11 @@ impl Session {
     /// Deletes old sessions by the retention rule, in the background (off
     /// the first prompt's path); never this one or one it continued. Also
     /// removes the private temp dirs of sessions that were killed.
+    /// At most once an hour ([`crate::data_dir::retention::PRUNE_EVERY`]).
     fn start_pruning(&mut self) {
+        if !crate::data_dir::retention::claim(&self.data) {
+            return;
+        }
         let (data, rule) = (self.data.clone(), self.retention);
         let mut keep = self.resumed.clone();
         keep.push(self.id.clone());

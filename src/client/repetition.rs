@@ -11,7 +11,7 @@
 /// Characters of only whitespace in a row past which an answer is cut
 /// (`max_blank_run` in models.rhai). Real answers have a few blank lines in
 /// a row, never hundreds.
-pub const MAX_BLANK_RUN: usize = 200;
+pub const MAX_BLANK_RUN: usize = 400;
 
 /// Characters of one line or sentence repeated, after its first
 /// occurrence, past which an answer is cut (`max_repeated_run`). Fifty

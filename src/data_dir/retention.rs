@@ -5,6 +5,7 @@
 //! [`plan`] is pure; [`prune`] reads the dir and deletes.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +14,47 @@ use super::DataDir;
 /// A session touched this recently is never deleted: another agent may be
 /// writing it right now.
 pub const RECENT: Duration = Duration::from_secs(3600);
+
+/// How often the data dir is pruned at most: a start within this time of
+/// the last prune ([`DataDir::prune_stamp`]) leaves it alone, so a person
+/// starting many one-shot tasks does not walk a big store each time.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Whether a prune is due at `now`, given when the last one started
+/// (`None`: never, or unknown). A stamp in the future (a clock set back)
+/// counts as due. Pure.
+pub fn due(last: Option<SystemTime>, now: SystemTime) -> bool {
+    match last {
+        None => true,
+        Some(t) => now.duration_since(t).map_or(true, |ago| ago >= PRUNE_EVERY),
+    }
+}
+
+/// Claims the prune at `now`: true when one is [`due`], after moving the
+/// stamp to now (so a second agent started meanwhile skips it). A stamp
+/// that cannot be written does not stop the prune.
+pub fn claim(data: &DataDir) -> bool {
+    let stamp = data.prune_stamp();
+    let last = std::fs::symlink_metadata(&stamp)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .and_then(|m| m.modified().ok());
+    if !due(last, SystemTime::now()) {
+        return false;
+    }
+    let _ = std::fs::create_dir_all(data.root());
+    // O_NOFOLLOW: a link planted as the stamp is never written through.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&stamp);
+    if let Ok(f) = file {
+        let _ = f.set_modified(SystemTime::now());
+    }
+    true
+}
 
 /// The rule: delete sessions older than `keep_days`, then the oldest while
 /// all of them together are over `keep_mb`. 0 turns a limit off.
@@ -180,6 +222,32 @@ mod tests {
             bytes: mb << 20,
             paths: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_prune_is_due_once_an_hour_and_when_the_clock_went_back() {
+        let now = SystemTime::now();
+        assert!(due(None, now));
+        assert!(!due(Some(now - Duration::from_secs(60)), now));
+        assert!(due(Some(now - PRUNE_EVERY), now));
+        assert!(due(Some(now + Duration::from_secs(60)), now));
+    }
+
+    #[test]
+    fn claiming_a_prune_moves_the_stamp_and_a_second_start_skips_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = DataDir::new(dir.path().join("data"));
+        assert!(claim(&data), "a fresh data dir is pruned");
+        assert!(data.prune_stamp().is_file());
+        assert!(!claim(&data), "a second start within the hour skips it");
+        let old = SystemTime::now() - PRUNE_EVERY - Duration::from_secs(1);
+        std::fs::File::options()
+            .write(true)
+            .open(data.prune_stamp())
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(claim(&data), "an hour later it is due again");
     }
 
     #[test]

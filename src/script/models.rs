@@ -396,16 +396,12 @@ mod tests {
             names,
             ["deepseek", "llamacpp", "ollama", "openai", "openrouter"]
         );
-        // The client's values match the client's own constants.
-        assert_eq!(models.client.max_attempts, crate::client::MAX_ATTEMPTS);
-        assert_eq!(
-            models.client.idle_timeout,
-            crate::client::IDLE_TIMEOUT.as_secs()
-        );
-        assert_eq!(
-            models.client.max_response_bytes,
-            crate::client::bounds::MAX_RESPONSE_BYTES as u64
-        );
+        // Every client value of the script matches the client's own
+        // constants (what a client built without scripts uses).
+        let floor = crate::client::ClientConfig::new("u", "m", None);
+        let mut scripted = floor.clone();
+        models.client.apply(&mut scripted);
+        assert_eq!(format!("{scripted:?}"), format!("{floor:?}"));
         let err = models.profile("nope").unwrap_err();
         assert!(err.contains("known profiles: deepseek, llamacpp"), "{err}");
     }

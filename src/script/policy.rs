@@ -308,6 +308,20 @@ mod tests {
     use super::*;
     use crate::script::{DEFAULTS, Origin, POLICY, compile};
 
+    #[test]
+    fn the_runtime_floor_agrees_with_the_built_in_policy() {
+        // The floor is used only when the built-in script cannot be read;
+        // its numbers must be the script's, except the retention rule,
+        // which keeps everything then.
+        let built_in = PolicySettings::built_in().unwrap();
+        let floor = PolicySettings {
+            keep_days: built_in.keep_days,
+            keep_mb: built_in.keep_mb,
+            ..PolicySettings::floor()
+        };
+        assert_eq!(floor, built_in);
+    }
+
     fn default_policy() -> ScriptApprove {
         let source = DEFAULTS.iter().find(|(n, _)| *n == POLICY).unwrap().1;
         ScriptApprove {
