@@ -3,10 +3,9 @@
 //! to its commands, and no form of a secret value (plain, reversed, base64,
 //! hex) reaches the model, the transcript, the run log or a spill file.
 //!
-//! The real binary against the mock server. Tests that only the command
-//! namespaces of issue 13 can make pass (a root command reading the agent's
-//! memory, or the environment of the agent's parent) are written and
-//! ignored until those land.
+//! The real binary against the mock server. The root tests (a root
+//! command reading the agent's memory, or unmounting its `/proc` to find
+//! the host's) run only when the tests run as root, and say SKIPPED else.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -490,9 +489,60 @@ async fn a_command_of_the_same_user_cannot_read_the_agents_environ_or_memory() {
     assert!(text.contains("Permission denied"), "{text}");
 }
 
+/// As root with the sandbox off: unmount the command's fresh `/proc` to
+/// find the host's beneath it, then read every process's environment and
+/// the writable memory of every `agent` process there.
+const PROC_UNMASK: &str = r#"umount /proc; echo "umount=$?"
+ls -d /proc/[0-9]* | wc -l | sed 's/^/pids=/'
+for p in /proc/[0-9]*; do cat $p/environ; done > leak-environ 2>/dev/null
+for p in /proc/[0-9]*; do
+  [ "$(cat $p/comm 2>/dev/null)" = agent ] || continue
+  while read -r range perms rest; do
+    case $perms in rw*) s=${range%-*}; e=${range#*-}
+      dd if=$p/mem bs=4096 skip=$((0x$s / 4096)) count=$(((0x$e - 0x$s) / 4096)) >> leak-mem 2>/dev/null;;
+    esac
+  done < $p/maps
+done; echo scanned"#;
+
+#[tokio::test]
+async fn a_root_command_that_unmounts_its_proc_finds_no_agent_beneath() {
+    if !running_as_root() {
+        eprintln!("SKIPPED: a root command's /proc needs the tests to run as root");
+        return;
+    }
+    let dirs = Dirs::new();
+    sandbox_off(&dirs);
+    let args = serde_json::json!({ "command": PROC_UNMASK }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("p", "run_shell", &args)]),
+        Reply::text("done"),
+    ])
+    .await;
+    let mut cmd = agent_with_secrets(&dirs, &server.base_url);
+    // The person approves everything: the policy would ask for `umount`,
+    // but the boundary must hold without it.
+    cmd.args(["--yes", "-p", "look under /proc"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = tool_result(&server, "p");
+    assert!(text.contains("\nscanned"), "the attack did not run: {text}");
+    for f in ["leak-environ", "leak-mem"] {
+        let bytes = std::fs::read(dirs.workspace.join(f)).unwrap_or_default();
+        assert!(
+            !bytes
+                .windows(API_KEY.len())
+                .any(|w| w == API_KEY.as_bytes()),
+            "{f} holds the key: {text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_root_command_cannot_read_the_agents_environ_or_memory() {
-    assert!(running_as_root(), "run this test as root");
+    if !running_as_root() {
+        eprintln!("SKIPPED: a root command needs the tests to run as root");
+        return;
+    }
     let (text, leaked) = proc_attack(None, false).await;
     assert!(!leaked, "a leak file holds the key: {text}");
     // With the sandbox off, the command still runs in its own PID

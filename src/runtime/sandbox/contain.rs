@@ -249,7 +249,8 @@ pub fn init(opts: &LaunchOptions) -> Result<u8, LaunchError> {
     if opts.confine {
         layers::read_only_view(&opts.writable, &opts.read_only).map_err(setup)?;
     }
-    layers::fresh_proc().map_err(setup)?;
+    // `nest` is set exactly when the launcher made a user namespace.
+    layers::fresh_proc(opts.nest.is_none()).map_err(setup)?;
     if let Some((uid, gid)) = opts.nest {
         // The command's own user namespace, nested: it keeps its uid, and
         // holds no capability over the mount namespace set up above.

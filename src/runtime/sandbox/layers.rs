@@ -157,7 +157,18 @@ pub fn make_private() -> io::Result<()> {
 
 /// Mounts a fresh `/proc` for the calling process's PID namespace: the
 /// command sees only its own processes, never the agent's.
-pub fn fresh_proc() -> io::Result<()> {
+///
+/// With `detach_host` (real root, no user namespace: it could `umount` the
+/// fresh mount and find the host's `/proc` under it, with the agent's
+/// `environ` and `mem`), the host's `/proc` is detached first, so nothing
+/// lies beneath. In a user namespace it stays: the kernel mounts a new
+/// procfs there only while a full one is visible, and the command holds no
+/// capability over the agent anyway.
+pub fn fresh_proc(detach_host: bool) -> io::Result<()> {
+    if detach_host {
+        nix::mount::umount2("/proc", nix::mount::MntFlags::MNT_DETACH)
+            .map_err(|e| mount_err("cannot detach the host's", Path::new("/proc"), e))?;
+    }
     mount(
         Some("proc"),
         "/proc",
