@@ -378,7 +378,7 @@ const BIG_FILE_BYTES: u64 = 4 << 20;
 /// after one file changed; and on 400 untracked 4 MB files.
 fn workspace(b: &mut Bench) {
     use agent::watchdog::workspace::WorkspaceTracker;
-    let names = ["workspace id", "workspace id 400"];
+    let names = ["workspace id", "workspace id 400", "checkpoint"];
     if !names.iter().any(|n| b.wants(n)) {
         return;
     }
@@ -429,6 +429,47 @@ fn workspace(b: &mut Bench) {
             std::fs::write(&changed, format!("changed {n}\n")).unwrap();
         },
         |()| ws.after_call(None),
+    );
+
+    // The first mutating call of a session keeps every file for undo.
+    let data = tempfile::tempdir().unwrap();
+    let files = ws.files();
+    let started = Instant::now();
+    let mut cp = agent::runtime::checkpoint::Checkpoints::new(
+        data.path().join("cp"),
+        &root,
+        agent::runtime::checkpoint::Caps::default(),
+    );
+    cp.begin_user_turn("bench");
+    cp.before_call(Some(&files), None);
+    println!(
+        "{:<58} {:>12}",
+        "checkpoint: first call keeps 10,000 files (4 MB)",
+        format!("{:.1} ms", started.elapsed().as_secs_f64() * 1e3)
+    );
+    b.batched(
+        "checkpoint: a later call, 10,000 files unchanged",
+        Some(Target::Under(Duration::from_millis(5))),
+        || cp.before_call(Some(&files), None),
+    );
+
+    // Under the watch threshold the tracker stats the whole tree instead.
+    let small = dir.path().join("small");
+    let small_files = agent::watchdog::workspace::WATCH_MIN_FILES - 1;
+    for i in 0..small_files {
+        let sub = small.join(format!("d{:02}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&sub).unwrap();
+        }
+        std::fs::write(sub.join(format!("f{i}.rs")), "fn f() {}\n").unwrap();
+    }
+    let mut ws = WorkspaceTracker::new(small);
+    ws.current();
+    ws.after_call(None);
+    b.batched(
+        "workspace id: 1,999 files (stat'ed, not watched), nothing changed",
+        Some(Target::Under(Duration::from_millis(5))),
+        || ws.after_call(None),
     );
 
     let big = dir.path().join("big");

@@ -213,7 +213,7 @@ impl Assembler {
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| ChunkError::Malformed {
             reason: e.to_string(),
-            snippet: data.chars().take(200).collect(),
+            snippet: crate::text::first_chars(data, 200).to_string(),
         })?;
         if let Some(error) = chunk.error {
             return Err(ChunkError::Server(error_message(&error)));
@@ -278,10 +278,7 @@ impl Assembler {
     fn admit(&mut self, mut text: String) -> String {
         let room = self.limits.max_response_bytes.saturating_sub(self.bytes);
         if text.len() > room {
-            let mut keep = room;
-            while !text.is_char_boundary(keep) {
-                keep -= 1;
-            }
+            let keep = crate::text::prefix(&text, room).len();
             text.truncate(keep);
             // The text came from a line up to the line cap: keep only
             // what is kept.

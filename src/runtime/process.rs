@@ -1,4 +1,7 @@
-//! Running one shell command: the only place the agent starts processes.
+//! Running one shell command: the only place the agent starts the
+//! commands a model asks for (MCP stdio servers, which the person names
+//! in `mcp.rhai`, are started by `tools::mcp::server`, in their own process
+//! group with the same scrubbed environment).
 //!
 //! [`run`] starts `bash -c <command>` (or `sh -c`) with a scrubbed
 //! environment and no stdin, through the sandbox launcher when

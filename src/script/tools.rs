@@ -214,27 +214,10 @@ pub fn cap_result(text: String, cap: usize) -> String {
     if text.len() <= cap {
         return text;
     }
-    let floor = |mut i: usize| {
-        while !text.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let head_end = floor(cap / 4);
-    let tail_start = {
-        let mut i = text.len() - (cap - cap / 4);
-        while !text.is_char_boundary(i) {
-            i += 1;
-        }
-        i
-    };
-    let omitted = tail_start - head_end;
-    [
-        text.get(..head_end).unwrap_or(""),
-        &result_cut_marker(omitted, text.len()),
-        text.get(tail_start..).unwrap_or(""),
-    ]
-    .concat()
+    let head = crate::text::prefix(&text, cap / 4);
+    let tail = crate::text::suffix(&text, cap - cap / 4);
+    let omitted = text.len() - head.len() - tail.len();
+    [head, &result_cut_marker(omitted, text.len()), tail].concat()
 }
 
 /// A handler's value as tool text: strings as they are, `()` as nothing,

@@ -124,8 +124,8 @@ fn is_ignore_file(name: &OsStr) -> bool {
 /// costs about a millisecond, while an inotify descriptor costs a kernel
 /// grace period when it is closed (6-15 ms measured, paid at exit by
 /// every one-shot task).
-const WATCH_MIN_FILES: usize = 2000;
-const WATCH_MIN_DIRS: usize = 200;
+pub const WATCH_MIN_FILES: usize = 2000;
+pub const WATCH_MIN_DIRS: usize = 200;
 
 /// Bytes read from the inotify descriptor at a time.
 const WATCH_READ_BYTES: usize = 64 * 1024;
