@@ -102,6 +102,9 @@ impl Judge {
         let workspace = self.workspace.after_call(None);
         if let Some(cp) = self.checkpoints.as_mut() {
             cp.begin_user_turn(user);
+            // What the first mutating call would keep, kept while the
+            // model thinks.
+            cp.prefill(self.workspace.files());
         }
         self.watchdog.begin_user_turn(Some(workspace));
     }
