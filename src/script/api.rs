@@ -256,25 +256,31 @@ fn shell(cmd: &str, timeout: Option<Duration>) -> Res<Map> {
         crate::runtime::RunError::Denied(text) => format!("shell: {text}"),
         crate::runtime::RunError::Io(e) => format!("shell: cannot run {cmd:?}: {e}"),
     })?;
-    let mut map = Map::new();
-    map.insert(
-        "exit_code".into(),
-        outcome
-            .exit_code
-            .map(|c| Dynamic::from_int(c.into()))
-            .unwrap_or(Dynamic::UNIT),
-    );
-    map.insert("stdout".into(), outcome.stdout.text.into());
-    map.insert("stderr".into(), outcome.stderr.text.into());
-    map.insert(
-        "timed_out".into(),
-        matches!(
+    /// What a script sees of a command.
+    #[derive(serde::Serialize)]
+    struct Shell {
+        exit_code: Option<i64>,
+        stdout: String,
+        stderr: String,
+        timed_out: bool,
+    }
+    let shown = Shell {
+        exit_code: outcome.exit_code.map(i64::from),
+        stdout: outcome.stdout.text,
+        stderr: outcome.stderr.text,
+        timed_out: matches!(
             outcome.ended,
             process::Ended::TimedOut | process::Ended::Inactive
-        )
-        .into(),
-    );
-    Ok(map)
+        ),
+    };
+    to_map(&shown)
+}
+
+/// A Rust value as the script map its fields make (rhai's serde support).
+fn to_map(value: &impl serde::Serialize) -> Res<Map> {
+    rhai::serde::to_dynamic(value)?
+        .try_cast::<Map>()
+        .ok_or_else(|| "not a map".into())
 }
 
 fn locate(path: &str) -> Res<Located> {
@@ -400,16 +406,18 @@ fn list_dir(path: &str) -> Res<Array> {
         })
         .collect();
     rows.sort();
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|(name, kind, size)| {
-            let mut m = Map::new();
-            m.insert("name".into(), name.into());
-            m.insert("kind".into(), kind.into());
-            m.insert("size".into(), size.into());
-            Dynamic::from_map(m)
+            /// One entry as a script sees it.
+            #[derive(serde::Serialize)]
+            struct Entry<'a> {
+                name: String,
+                kind: &'a str,
+                size: i64,
+            }
+            to_map(&Entry { name, kind, size }).map(Dynamic::from_map)
         })
-        .collect())
+        .collect::<Res<Array>>()
 }
 
 /// Whether something exists at the path (symlinks inside followed). A path

@@ -266,11 +266,19 @@ impl RequestOptions for ProfileOptions {
             Options::Fixed(map) => Ok(map.clone()),
             Options::Function(f) => {
                 let _guard = CallGuard::enter(SCRIPT_CALL_BUDGET, Default::default(), None, None);
-                let mut m = Map::new();
-                m.insert("turn".into(), Dynamic::from_int(ctx.turn.into()));
-                m.insert("after_tool".into(), ctx.after_tool.into());
+                /// What an `options(ctx)` function is given.
+                #[derive(serde::Serialize)]
+                struct Ctx {
+                    turn: i64,
+                    after_tool: bool,
+                }
+                let m = rhai::serde::to_dynamic(Ctx {
+                    turn: ctx.turn.into(),
+                    after_tool: ctx.after_tool,
+                })
+                .map_err(|e| e.to_string())?;
                 let value = f
-                    .call::<Dynamic>(engine(), &self.script.ast, (Dynamic::from_map(m),))
+                    .call::<Dynamic>(engine(), &self.script.ast, (m,))
                     .map_err(|e| {
                         error::runtime_error(&self.script.display_path(), &self.script.source, &e)
                             .summary
@@ -312,14 +320,19 @@ impl CallReader for ScriptCallReader {
             .tools()
             .map(|t| {
                 let spec = t.spec();
-                let mut m = Map::new();
-                m.insert("name".into(), spec.name.clone().into());
-                m.insert("description".into(), spec.description.clone().into());
-                m.insert(
-                    "parameters".into(),
-                    rhai::serde::to_dynamic(&spec.parameters).unwrap_or(Dynamic::UNIT),
-                );
-                Dynamic::from_map(m)
+                /// A tool as `parse_tool_calls` sees it.
+                #[derive(serde::Serialize)]
+                struct Tool<'a> {
+                    name: &'a str,
+                    description: &'a str,
+                    parameters: &'a Value,
+                }
+                rhai::serde::to_dynamic(Tool {
+                    name: &spec.name,
+                    description: &spec.description,
+                    parameters: &spec.parameters,
+                })
+                .unwrap_or(Dynamic::UNIT)
             })
             .collect();
         let value = self
@@ -364,13 +377,17 @@ pub fn calls_to_dynamic(calls: Vec<TextCall>) -> rhai::Array {
     calls
         .into_iter()
         .map(|c| {
-            let mut m = Map::new();
-            m.insert("name".into(), c.name.into());
-            m.insert(
-                "arguments".into(),
-                rhai::serde::to_dynamic(&c.arguments).unwrap_or(Dynamic::UNIT),
-            );
-            Dynamic::from_map(m)
+            /// A call as a script sees it.
+            #[derive(serde::Serialize)]
+            struct Call {
+                name: String,
+                arguments: Value,
+            }
+            rhai::serde::to_dynamic(Call {
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .unwrap_or(Dynamic::UNIT)
         })
         .collect()
 }
