@@ -502,22 +502,8 @@ async fn the_repl_lists_the_servers_and_uses_their_tools() {
     tmux.wait_for("MCP: starting everything, time in the background")
         .await;
     tmux.wait_for("›").await;
-    tmux.line("/mcp");
-    // Both may still be starting: ask again until both run.
-    let start = Instant::now();
-    loop {
-        let screen = tmux.screen();
-        let last = screen.rsplit("› /mcp").next().unwrap_or("").to_string();
-        if last.contains("mcp-server-time): running") && last.contains(" stdio): running") {
-            assert!(last.contains("time__get_current_time"), "{screen}");
-            break;
-        }
-        assert!(start.elapsed() < STEP_TIMEOUT, "{screen}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if last.contains("\n›") {
-            tmux.line("/mcp");
-        }
-    }
+    let listed = mcp_until(&tmux, &["mcp-server-time): running", " stdio): running"]).await;
+    assert!(listed.contains("time__get_current_time"), "{listed}");
     tmux.line("what time is it in Tokyo?");
     tmux.wait_for_prompt_after("Tokyo time, from the server.")
         .await;
@@ -525,4 +511,297 @@ async fn the_repl_lists_the_servers_and_uses_their_tools() {
     assert!(sent.contains("+09:00"), "{sent}");
     tmux.press("C-d");
     tmux.wait_for("__EXITED__0").await;
+}
+
+/// Types `/mcp` until a complete listing (the prompt back after it)
+/// contains every one of `needles` (servers may still be starting, or a
+/// crash not noticed yet); returns that listing.
+async fn mcp_until(tmux: &crate::common::tmux::Tmux, needles: &[&str]) -> String {
+    let mut sent = tmux.screen().matches("› /mcp").count() + 1;
+    tmux.line("/mcp");
+    let start = Instant::now();
+    loop {
+        let screen = tmux.screen();
+        let last = screen.rsplit("› /mcp").next().unwrap_or("").to_string();
+        if screen.matches("› /mcp").count() >= sent && last.contains("\n›") {
+            if needles.iter().all(|n| last.contains(n)) {
+                return last;
+            }
+            tmux.line("/mcp");
+            sent += 1;
+        }
+        assert!(
+            start.elapsed() < STEP_TIMEOUT,
+            "/mcp never showed {needles:?}:\n{screen}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The pids of the processes under the test's workspace (a stdio server's
+/// working directory) whose command line contains `needle`.
+fn server_pids(dirs: &Dirs, needle: &str) -> Vec<i32> {
+    let workspace = dirs.workspace.canonicalize().unwrap();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let here = std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd == workspace);
+        if here && cmdline.contains(needle) && !is_zombie(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits until exactly one live process matches `needle` under the
+/// workspace and returns its pid.
+async fn one_server_pid(dirs: &Dirs, needle: &str) -> i32 {
+    let mut found = Vec::new();
+    until("one server process", || {
+        found = server_pids(dirs, needle);
+        found.len() == 1
+    })
+    .await;
+    found[0]
+}
+
+#[tokio::test]
+async fn in_the_repl_a_killed_server_is_reported_and_the_next_call_restarts_it() {
+    let Some(s) = servers() else { return };
+    let server = tokyo_model("k", "Tokyo time, after the restart.").await;
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        &format!(
+            "time: #{{ startup_timeout: 25, command: {:?} }}, everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"] }}",
+            s.time, s.everything
+        ),
+    );
+    let tmux = crate::common::tmux::Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("›").await;
+    mcp_until(&tmux, &["mcp-server-time): running", " stdio): running"]).await;
+
+    // Kill the time server's process group, as the OOM killer or a
+    // person's `kill` would.
+    let pid = one_server_pid(&dirs, "mcp-server-time").await;
+    let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
+    assert_eq!(pgid.as_raw(), pid, "the server leads its own process group");
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL).unwrap();
+
+    // `/mcp` reports the crash and that the next call restarts it; the
+    // other server runs on.
+    let listed = mcp_until(&tmux, &["mcp-server-time): crashed"]).await;
+    assert!(
+        listed.contains("`time` stopped: it was killed by signal 9"),
+        "{listed}"
+    );
+    assert!(listed.contains("the next call restarts it"), "{listed}");
+    assert!(listed.contains(" stdio): running"), "{listed}");
+
+    // The model's call restarts it and gets the real server's answer.
+    tmux.line("what time is it in Tokyo?");
+    let screen = tmux
+        .wait_for_prompt_after("Tokyo time, after the restart.")
+        .await;
+    let sent = sent_result(&server, "k");
+    assert!(
+        sent.contains("Asia/Tokyo") && sent.contains("+09:00"),
+        "{sent}"
+    );
+    // The restart is said once the turn ends, without asking.
+    let turn = screen.rsplit("what time is it in Tokyo?").next().unwrap();
+    assert!(
+        turn.contains("MCP server `time` restarted (2 tools)"),
+        "{screen}"
+    );
+    let again = one_server_pid(&dirs, "mcp-server-time").await;
+    assert_ne!(again, pid, "a new process");
+    let listed = mcp_until(&tmux, &["mcp-server-time): running"]).await;
+    assert!(listed.contains("time__get_current_time"), "{listed}");
+    server.assert_protocol();
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+}
+
+#[tokio::test]
+async fn agent_check_lists_the_tools_of_both_servers() {
+    let Some(s) = servers() else { return };
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        &format!(
+            "time: #{{ startup_timeout: 25, command: {:?} }}, everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"] }}",
+            s.time, s.everything
+        ),
+    );
+    let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
+    cmd.arg("check");
+    let out = output(cmd).await;
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}\n{}", stderr(&out));
+    assert!(
+        report.contains("mcp.rhai: 2 servers: everything, time"),
+        "{report}"
+    );
+    for server in ["everything", "time"] {
+        assert!(
+            report.contains(&format!("ok  mcp server `{server}`:")),
+            "{report}"
+        );
+    }
+    let tools: Vec<&str> = report
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("tools: "))
+        .flat_map(|l| l.split(", "))
+        .collect();
+    for tool in [
+        "time__get_current_time",
+        "time__convert_time",
+        "everything__echo",
+        "everything__get-env",
+        "everything__trigger-long-running-operation",
+    ] {
+        assert!(tools.contains(&tool), "{tool} is not in {tools:?}");
+    }
+    assert!(report.contains("All scripts are fine."), "{report}");
+    // No server is left running after the check.
+    until("the servers to be gone", || {
+        server_pids(&dirs, "mcp-server").is_empty()
+    })
+    .await;
+}
+
+/// The JSON-RPC messages the agent sent a server, as `tee` logged them.
+fn logged(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn ctrl_c_in_the_repl_cancels_a_running_call_and_tells_the_server() {
+    let Some(s) = servers() else { return };
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "long",
+                "everything__trigger-long-running-operation",
+                r#"{"duration":60,"steps":2}"#,
+            )],
+        ),
+        Reply::tools(
+            Shape::OpenAi,
+            &[("echo", "everything__echo", r#"{"message":"still here"}"#)],
+        ),
+        Reply::text("The server answered again."),
+    ])
+    .await;
+    let dirs = Dirs::new();
+    // The server behind `tee`, which logs what the agent sends it.
+    let log = dirs.data.join("to-server.jsonl");
+    let shell = format!(
+        "tee -a {} | exec {} stdio",
+        log.display(),
+        s.everything.display()
+    );
+    write_mcp(
+        &dirs,
+        &format!(
+            "everything: #{{ startup_timeout: 25, command: \"/bin/sh\", args: [\"-c\", {shell:?}] }}"
+        ),
+    );
+    let tmux = crate::common::tmux::Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("›").await;
+    tmux.line("run the long operation");
+    let mut call_id = Value::Null;
+    until("the call to reach the server", || {
+        if let Some(call) = logged(&log).into_iter().find(|m| {
+            m["method"] == "tools/call" && m["params"]["name"] == "trigger-long-running-operation"
+        }) {
+            call_id = call["id"].clone();
+        }
+        !call_id.is_null()
+    })
+    .await;
+    let started = Instant::now();
+    tmux.press("C-c");
+    tmux.wait_for_prompt_after("interrupted; everything so far is kept")
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the interrupt was not prompt"
+    );
+    // The server is told, with the call's id.
+    until("notifications/cancelled to reach the server", || {
+        logged(&log).iter().any(|m| {
+            m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call_id
+        })
+    })
+    .await;
+
+    tmux.line("try again");
+    tmux.wait_for_prompt_after("The server answered again.")
+        .await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    // The interrupted call is answered once, as cancelled.
+    let answers: Vec<&Value> = requests[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool" && m["tool_call_id"] == "long")
+        .collect();
+    assert_eq!(answers.len(), 1, "{:?}", requests[1].messages());
+    let text = answers[0]["content"].as_str().unwrap();
+    assert!(text.starts_with("Cancelled"), "{text}");
+    // The same server answers the next call.
+    let echo = requests[2].tool_result("echo").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(echo.contains("Echo: still here"), "{echo}");
+    server.assert_protocol();
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+}
+
+#[tokio::test]
+async fn reload_starts_a_server_added_to_mcp_rhai() {
+    let Some(s) = servers() else { return };
+    let server = MockServer::start(vec![Reply::text("unused")]).await;
+    let dirs = Dirs::new();
+    let time = format!("time: #{{ startup_timeout: 25, command: {:?} }}", s.time);
+    write_mcp(&dirs, &time);
+    let tmux = crate::common::tmux::Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("›").await;
+    let listed = mcp_until(&tmux, &["mcp-server-time): running"]).await;
+    assert!(!listed.contains("everything"), "{listed}");
+
+    write_mcp(
+        &dirs,
+        &format!(
+            "{time}, everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"] }}",
+            s.everything
+        ),
+    );
+    tmux.line("/reload");
+    tmux.wait_for("MCP: starting everything, time in the background")
+        .await;
+    let listed = mcp_until(&tmux, &["mcp-server-time): running", " stdio): running"]).await;
+    assert!(listed.contains("everything__echo"), "{listed}");
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+    assert!(server.requests().is_empty(), "no turn was run");
 }

@@ -78,6 +78,9 @@ pub fn run(
     session: &mut Session,
     sink: Arc<TextSink>,
 ) -> End {
+    // `/reload` and a changed script restart the MCP servers, which spawn
+    // onto the runtime: without its context none would start.
+    let _runtime = rt.enter();
     let mut editor = match new_editor() {
         Ok(e) => e,
         Err(e) => {
@@ -154,6 +157,9 @@ pub fn run(
                 show_notes(&sink, &session.refresh_mcp(agent));
                 watch.turn_started(&session.host);
                 turn(rt, agent, &mut editor, &sink, &text);
+                // A server that crashed or was restarted during the turn
+                // is said now, not at the next message.
+                show_notes(&sink, &session.refresh_mcp(agent));
                 watch.turn_ended(&session.host);
             }
             Input::Rewind {
