@@ -235,6 +235,7 @@ impl ChatClient {
         if reqwest::Url::parse(&config.endpoint()).is_err() {
             return Err(ApiError::BadUrl(config.base_url.clone()));
         }
+        install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .user_agent(concat!("agent/", env!("CARGO_PKG_VERSION")))
@@ -753,6 +754,18 @@ fn error_body_message(body: &str) -> String {
     } else {
         message
     }
+}
+
+/// Makes rustls's ring provider the process default, once; every HTTP
+/// client (the model's, an MCP server's) needs it before it is built:
+/// reqwest is built without a provider of its own (`rustls-no-provider`),
+/// so it does not bring aws-lc-rs.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err only when a provider is already installed, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 fn describe_reqwest(e: &reqwest::Error) -> String {

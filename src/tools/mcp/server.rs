@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
-    CancelledNotificationParam, ClientInfo, ClientNotification, ClientRequest, Implementation,
-    ServerResult,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientNotification,
+    ClientRequest, Implementation, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -91,20 +91,16 @@ pub enum CallError {
 struct Handler;
 
 impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientInfo {
-        ClientInfo {
-            meta: None,
-            protocol_version: Default::default(),
-            capabilities: Default::default(),
-            client_info: Implementation {
-                name: "agent".into(),
-                title: None,
-                version: env!("CARGO_PKG_VERSION").into(),
-                description: None,
-                icons: None,
-                website_url: None,
-            },
-        }
+    /// We ask for 2025-11-25, the newest revision with the `initialize`
+    /// handshake (rmcp's default, `ProtocolVersion::LATEST`, is 2026-07-28,
+    /// which has none); a server that knows only an older one answers
+    /// with it and rmcp goes on with that.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("agent", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 
@@ -293,6 +289,7 @@ impl Server {
                         }
                     }
                 }
+                crate::client::install_crypto_provider();
                 let transport =
                     StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
                 Handler
@@ -437,16 +434,9 @@ impl Server {
                 }
             }
         };
-        let request = ClientRequest::CallToolRequest(CallToolRequest {
-            method: Default::default(),
-            params: CallToolRequestParams {
-                meta: None,
-                name: tool.to_string().into(),
-                arguments: Some(arguments),
-                task: None,
-            },
-            extensions: Default::default(),
-        });
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(tool.to_string()).with_arguments(arguments),
+        ));
         let handle = peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
@@ -457,14 +447,9 @@ impl Server {
             let peer = peer.clone();
             let id = id.clone();
             async move {
-                let note = ClientNotification::CancelledNotification(CancelledNotification {
-                    params: CancelledNotificationParam {
-                        request_id: id,
-                        reason: Some(reason.into()),
-                    },
-                    method: Default::default(),
-                    extensions: Default::default(),
-                });
+                let note = ClientNotification::CancelledNotification(CancelledNotification::new(
+                    CancelledNotificationParam::new(Some(id), Some(reason.into())),
+                ));
                 let _ = peer.send_notification(note).await;
             }
         };

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use rmcp::model::{CallToolResult, RawContent, ResourceContents};
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{Map, Value};
 
 use super::server::{CallError, Server};
@@ -131,19 +131,19 @@ pub fn timed_out(tool: &str, limit: std::time::Duration) -> String {
 pub fn render_result(result: &CallToolResult) -> (bool, String) {
     let mut parts: Vec<String> = Vec::new();
     for block in &result.content {
-        parts.push(match &block.raw {
-            RawContent::Text(t) => t.text.clone(),
-            RawContent::Image(i) => format!(
+        parts.push(match block {
+            ContentBlock::Text(t) => t.text.clone(),
+            ContentBlock::Image(i) => format!(
                 "[image: {}, {} bytes; images are not shown to you here — describe what you need from it to the user, or use a tool that returns text]",
                 i.mime_type,
                 base64_len(&i.data)
             ),
-            RawContent::Audio(a) => format!(
+            ContentBlock::Audio(a) => format!(
                 "[audio: {}, {} bytes; not shown to you here]",
                 a.mime_type,
                 base64_len(&a.data)
             ),
-            RawContent::Resource(r) => match &r.resource {
+            ContentBlock::Resource(r) => match &r.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => {
                     format!("[resource {uri}]\n{text}")
                 }
@@ -157,8 +157,10 @@ pub fn render_result(result: &CallToolResult) -> (bool, String) {
                     mime_type.as_deref().unwrap_or("binary"),
                     base64_len(blob)
                 ),
+                // The enum is non-exhaustive: a kind a newer SDK knows.
+                _ => "[an embedded resource of a kind this client cannot read]".to_string(),
             },
-            RawContent::ResourceLink(link) => {
+            ContentBlock::ResourceLink(link) => {
                 let mut line = format!("[resource link {}", link.uri);
                 if !link.name.is_empty() {
                     line.push_str(&format!(" ({})", link.name));
@@ -169,11 +171,14 @@ pub fn render_result(result: &CallToolResult) -> (bool, String) {
                 line.push(']');
                 line
             }
+            // A block of a kind newer than this SDK (the enum is
+            // non-exhaustive).
+            _ => "[a content block of a kind this client cannot read]".to_string(),
         });
     }
     if let Some(structured) = &result.structured_content {
-        let already = result.content.iter().any(|b| match &b.raw {
-            RawContent::Text(t) => {
+        let already = result.content.iter().any(|b| match b {
+            ContentBlock::Text(t) => {
                 serde_json::from_str::<Value>(&t.text).is_ok_and(|v| &v == structured)
             }
             _ => false,
@@ -239,7 +244,7 @@ fn fit(text: String, ctx: &ToolContext) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::Content;
+    use rmcp::model::ContentBlock as Content;
     use serde_json::json;
 
     fn result(content: Vec<Content>, structured: Option<Value>, error: bool) -> CallToolResult {
