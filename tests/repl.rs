@@ -675,3 +675,78 @@ async fn budget_plus_n_raises_the_hard_cap_for_one_turn() {
     tmux.wait_for("__EXITED__0").await;
     assert_eq!(server.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn started_below_the_root_the_banner_names_the_work_tree_and_sessions_are_listed() {
+    let dirs = Dirs::new();
+    std::fs::create_dir_all(dirs.workspace.join(".git")).unwrap();
+    dirs.write("AGENTS.md", "Always run the linter first.");
+    dirs.write("src/lib.rs", "// code");
+    let server = MockServer::start(vec![
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+    ])
+    .await;
+    let root = dirs.workspace.canonicalize().unwrap();
+    let tmux = Tmux::start_in(
+        &dirs,
+        &dirs.workspace.join("src"),
+        &server.base_url,
+        &[],
+        &[],
+    );
+    let banner = tmux.wait_for("type a task").await;
+    assert!(
+        banner.contains(&format!("workspace {} ·", root.display())),
+        "the banner names the work tree's root, not src: {banner}"
+    );
+    tmux.line("the first task");
+    tmux.wait_for_prompt_after("first answer").await;
+    // The root's AGENTS.md reached the system prompt.
+    let system = contents(&server, 0)[0].clone();
+    assert!(system.contains("Always run the linter first."), "{system}");
+
+    // `/clear` then `/resume` continues the conversation that was
+    // cleared, not the new empty one.
+    tmux.line("/clear");
+    tmux.wait_for_prompt_after("new conversation").await;
+    tmux.line("/resume");
+    tmux.wait_for_prompt_after("last request: the first task")
+        .await;
+    tmux.line("/clear");
+    tmux.wait_for_n("new conversation", 2).await;
+    tmux.line("the second task");
+    tmux.wait_for_prompt_after("second answer").await;
+
+    // `/sessions` lists both conversations of this workspace, with their
+    // first requests and message counts, and marks the current one.
+    tmux.line("/sessions");
+    let screen = tmux.wait_for_prompt_after("/sessions").await;
+    let listed = screen.rsplit_once("/sessions").unwrap().1;
+    let first = listed
+        .lines()
+        .find(|l| l.contains("the first task"))
+        .unwrap_or_else(|| panic!("the first conversation is listed: {listed}"));
+    let second = listed
+        .lines()
+        .find(|l| l.contains("the second task"))
+        .unwrap_or_else(|| panic!("the second conversation is listed: {listed}"));
+    assert!(second.ends_with("(this one)"), "{second}");
+    assert!(!first.contains("(this one)"), "{first}");
+    // Each holds the request and the answer.
+    assert!(first.contains("   2 messages"), "{first}");
+    assert!(second.contains("   2 messages"), "{second}");
+    tmux.press("C-d");
+    tmux.wait_for("__EXITED__0").await;
+
+    // `agent sessions` lists the same two from the command line, started
+    // below the root too.
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.current_dir(dirs.workspace.join("src")).arg("sessions");
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(text.contains("the first task"), "{text}");
+    assert!(text.contains("the second task"), "{text}");
+    assert_eq!(server.requests().len(), 2);
+}

@@ -18,6 +18,18 @@ pub struct Tmux {
 impl Tmux {
     /// Starts `agent ARGS` in the workspace with a clean environment.
     pub fn start(dirs: &Dirs, base_url: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Tmux {
+        Tmux::start_in(dirs, &dirs.workspace, base_url, args, extra_env)
+    }
+
+    /// Starts `agent ARGS` in `dir` (the workspace or a directory below
+    /// it) with a clean environment.
+    pub fn start_in(
+        dirs: &Dirs,
+        dir: &std::path::Path,
+        base_url: &str,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Tmux {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let socket = format!(
             "agent-test-{}-{}",
@@ -49,10 +61,7 @@ impl Tmux {
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
         let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-        let mut command = format!(
-            "cd {} && env -i",
-            quote(&dirs.workspace.display().to_string())
-        );
+        let mut command = format!("cd {} && env -i", quote(&dir.display().to_string()));
         for (k, v) in &env {
             command.push_str(&format!(" {k}={}", quote(v)));
         }
