@@ -147,3 +147,33 @@ async fn check_flags_a_misspelt_field_and_an_unset_key() {
         stdout(&out)
     );
 }
+
+#[tokio::test]
+async fn check_reports_the_key_and_endpoint_after_the_overrides() {
+    let dirs = Dirs::new();
+    // AGENT_BASE_URL (set by agent_command) and AGENT_API_KEY override the
+    // default deepseek profile: check names what is used, and no profile
+    // reads as missing its key.
+    let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
+    cmd.env("AGENT_API_KEY", "sk-from-the-override")
+        .arg("check");
+    let out = output(cmd).await;
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("endpoint: model mock-model at http://127.0.0.1:9/v1 (profile deepseek); key from AGENT_API_KEY"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deepseek (default): deepseek-chat at https://api.deepseek.com/v1; key from AGENT_API_KEY"),
+        "{text}"
+    );
+    assert!(!text.contains("is not set"), "{text}");
+    assert!(!text.contains("sk-from-the-override"), "{text}");
+
+    // Without the override, the missing key is named.
+    let mut cmd = agent_command(&dirs, "http://127.0.0.1:9/v1");
+    cmd.arg("check");
+    let text = stdout(&output(cmd).await);
+    assert!(text.contains("DEEPSEEK_API_KEY is not set"), "{text}");
+}

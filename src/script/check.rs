@@ -196,9 +196,13 @@ fn smoke_test(script: &Script) -> Result<String, ScriptError> {
                         summary: m,
                     })?;
                 }
+                let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
                 let key = if profile.key_env.is_empty() {
                     "no key needed".to_string()
-                } else if std::env::var(&profile.key_env).is_ok_and(|v| !v.is_empty()) {
+                } else if set(crate::config::env::API_KEY) {
+                    // AGENT_API_KEY beats every profile's variable.
+                    format!("key from {}", crate::config::env::API_KEY)
+                } else if set(&profile.key_env) {
                     format!("key in {}", profile.key_env)
                 } else {
                     format!("{} is not set", profile.key_env)
