@@ -27,6 +27,11 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
         err.contains("stopped by the watchdog: repeated_action"),
         "{err}"
     );
+    assert_eq!(
+        err.matches("stopped by the watchdog").count(),
+        1,
+        "the stop is printed once: {err}"
+    );
     assert!(
         err.contains("ran 4 times with the same result"),
         "says why, with evidence: {err}"
@@ -94,6 +99,24 @@ async fn a_model_that_runs_ls_forever_is_repaired_once_then_stopped_with_exit_4(
     );
     let evidence = lines[2]["evidence"].as_str().unwrap();
     assert!(evidence.contains("ran 3 times"), "{evidence}");
+
+    // The session's transcript is not a run log: replaying it says so and
+    // names where the run log is, instead of printing verdicts.
+    let transcripts: Vec<_> = std::fs::read_dir(dirs.data.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(transcripts.len(), 1);
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.arg("replay").arg(&transcripts[0]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "", "no verdicts for a transcript");
+    assert!(
+        stderr(&out).contains(agent::watchdog::replay::NOT_A_RUN_LOG),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[tokio::test]
