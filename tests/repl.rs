@@ -750,3 +750,53 @@ async fn started_below_the_root_the_banner_names_the_work_tree_and_sessions_are_
     assert!(text.contains("the second task"), "{text}");
     assert_eq!(server.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn ctrl_c_mid_answer_puts_the_interrupt_on_its_own_line() {
+    use crate::common::mock::content_chunk;
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::keep_alives(
+            vec![content_chunk("Partial answer so far")],
+            ": keep-alive\n\n",
+            std::time::Duration::from_millis(200),
+        ),
+        Reply::text("Next answer."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for("type a task").await;
+    tmux.line("write a long answer");
+    tmux.wait_for("Partial answer so far").await;
+    tmux.press("C-c");
+    let screen = tmux
+        .wait_for_prompt_after("interrupted; everything so far is kept")
+        .await;
+    let line = screen
+        .lines()
+        .find(|l| l.contains("interrupted; everything so far is kept"))
+        .unwrap();
+    assert!(
+        line.starts_with("error: interrupted"),
+        "the interrupt starts its own line: {line:?}\n{screen}"
+    );
+    // The partial text stays, on a line of its own (the terminal may
+    // echo the ^C after it).
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with("Partial answer so far") && !l.contains("interrupted")),
+        "{screen}"
+    );
+    assert_eq!(
+        screen
+            .matches("interrupted; everything so far is kept")
+            .count(),
+        1,
+        "the interrupt is said once ({} requests): {screen}",
+        server.requests().len()
+    );
+    tmux.line("go on");
+    tmux.wait_for("Next answer.").await;
+    server.assert_protocol();
+}
