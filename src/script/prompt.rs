@@ -161,3 +161,20 @@ pub fn prompts(host: &ScriptHost, ctx: &PromptContext) -> (String, String, Vec<S
         .unwrap_or_else(|| crate::agent::messages::PLAIN_SUMMARY_PROMPT.to_string());
     (system, summary, notes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compaction_floor_agrees_with_the_built_in_prompt() {
+        // The loop's floor (used only when no script can be read) must be
+        // the built-in prompt.rhai's compaction().
+        let empty = tempfile::tempdir().unwrap();
+        let (host, _) = ScriptHost::load(empty.path());
+        assert_eq!(
+            compaction(&host).unwrap(),
+            crate::agent::context::CompactionRule::default()
+        );
+    }
+}

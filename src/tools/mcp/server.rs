@@ -355,7 +355,7 @@ impl Server {
                         if keep.len() == STDERR_LINES {
                             keep.pop_front();
                         }
-                        keep.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
+                        keep.push_back(crate::text::shorten(&line, STDERR_LINE_CHARS));
                     }
                 }
             });
