@@ -471,7 +471,7 @@ async fn the_repl_says_when_an_answer_was_an_unexecuted_call() {
     let server = MockServer::start(vec![Reply::recorded(&recorded, FAST)]).await;
     let dirs = Dirs::new();
     let tmux = crate::common::tmux::Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("Run the command: echo hello");
     // At the start of its line, so the terminal's wrapping cannot split it.
     tmux.wait_for("note: the model's answer looks like a tool call")

@@ -33,7 +33,7 @@ async fn the_plan_reaches_the_screen_and_the_model_and_plan_shows_it() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("fix the bug, with a plan");
     let screen = tmux.wait_for("plan (0 of 3 done)").await;
     assert!(screen.contains("[>] read the code"), "{screen}");

@@ -34,7 +34,7 @@ async fn a_prompt_is_answered_with_streamed_text() {
     )])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     // The banner names the model and says a local server needs no key.
     let banner = tmux.wait_for("no key needed").await;
     assert!(
@@ -70,7 +70,7 @@ async fn ctrl_c_during_a_hanging_tool_returns_to_the_prompt_and_the_next_request
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("start something slow");
     tmux.wait_for("run_shell sleep 100").await;
     tmux.press("C-c");
@@ -105,7 +105,7 @@ async fn history_persists_across_runs_and_multi_line_input_works() {
     let dirs = Dirs::new();
     let server = MockServer::start_with_fallback(vec![], Some(Reply::text("all good"))).await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.type_text("first line \\");
     tmux.press("Enter");
     tmux.line("second line");
@@ -129,7 +129,7 @@ async fn history_persists_across_runs_and_multi_line_input_works() {
     drop(tmux);
 
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.press("Up");
     tmux.wait_for("gamma").await;
     // Up moves through the lines of a multi-line entry before the history.
@@ -199,7 +199,7 @@ async fn reload_after_editing_tools_rhai_and_resume_in_the_repl() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("one");
     tmux.wait_for("before").await;
     std::fs::write(
@@ -257,7 +257,7 @@ async fn an_approval_question_is_answered_at_the_terminal() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("do it");
     tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
     tmux.line("n");
@@ -368,7 +368,7 @@ async fn ctrl_c_on_an_open_approval_question_keeps_the_next_line() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("do it");
     tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
     tmux.press("C-c");
@@ -423,7 +423,7 @@ async fn a_running_tool_shows_its_time_and_then_its_output() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("run it");
     // While it runs: what runs and for how long.
     tmux.wait_for("running run_shell…").await;
@@ -445,7 +445,7 @@ async fn an_answer_is_rendered_in_colour_and_plain_under_no_color() {
         let dirs = Dirs::new();
         let server = MockServer::start(vec![Reply::text(answer)]).await;
         let tmux = Tmux::start(&dirs, &server.base_url, &[], &[("NO_COLOR", no_color)]);
-        tmux.wait_for("type a task").await;
+        tmux.wait_for_prompt_after("type a task").await;
         tmux.line("plan it");
         let screen = tmux.wait_for("Done.").await;
         if rendered {
@@ -477,7 +477,7 @@ async fn a_command_hidden_behind_escapes_is_shown_as_it_is() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("tidy up");
     let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
     assert!(
@@ -525,7 +525,7 @@ async fn a_policy_the_agent_wrote_is_applied_only_when_the_person_confirms() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("make yourself comfortable");
     let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
     assert!(screen.contains("the agent's own scripts"), "{screen}");
@@ -586,7 +586,7 @@ async fn edits_and_writes_show_their_diffs() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("change two files");
     let screen = tmux.wait_for("Allow? [y]es / [N]o / [a]lways").await;
     // The edit ran without a question and showed its diff.
@@ -630,7 +630,7 @@ async fn a_running_command_shows_its_time_and_last_line_live() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("run the slow one");
     // The spinner's line: the tool, the seconds so far, its last line.
     let screen = tmux.wait_for("1s  first-step").await;
@@ -659,7 +659,7 @@ async fn budget_plus_n_raises_the_hard_cap_for_one_turn() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("/budget +100");
     tmux.wait_for("the next turn may use up to 350 model turns")
         .await;
@@ -695,7 +695,7 @@ async fn started_below_the_root_the_banner_names_the_work_tree_and_sessions_are_
         &[],
         &[],
     );
-    let banner = tmux.wait_for("type a task").await;
+    let banner = tmux.wait_for_prompt_after("type a task").await;
     assert!(
         banner.contains(&format!("workspace {} ·", root.display())),
         "the banner names the work tree's root, not src: {banner}"
@@ -765,7 +765,7 @@ async fn ctrl_c_mid_answer_puts_the_interrupt_on_its_own_line() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("write a long answer");
     tmux.wait_for("Partial answer so far").await;
     tmux.press("C-c");

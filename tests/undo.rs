@@ -63,7 +63,7 @@ async fn undo_restores_a_write_file_overwrite_and_a_sed_edit_byte_for_byte() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("overwrite main");
     tmux.wait_for("Overwrote main.").await;
     tmux.wait_for_n("›", 2).await;
@@ -115,7 +115,7 @@ async fn rewind_lists_the_turns_and_goes_back_to_before_an_earlier_one() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("first task");
     tmux.wait_for("First done.").await;
     tmux.line("second task");
@@ -166,7 +166,7 @@ async fn rewind_with_chat_takes_files_and_conversation_back_to_a_message() {
     ])
     .await;
     let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
-    tmux.wait_for("type a task").await;
+    tmux.wait_for_prompt_after("type a task").await;
     tmux.line("first task");
     tmux.wait_for("First done.").await;
     tmux.line("second task");
