@@ -439,15 +439,18 @@ async fn the_http_transport_reaches_a_server_on_loopback() {
 /// over the wire, headers included.
 struct RecordingProxy {
     port: u16,
-    sent: Arc<std::sync::Mutex<Vec<Arc<std::sync::Mutex<Vec<u8>>>>>>,
+    sent: Connections,
 }
+
+/// The bytes a client sent, one buffer per connection.
+type Connections = Arc<std::sync::Mutex<Vec<Arc<std::sync::Mutex<Vec<u8>>>>>>;
 
 impl RecordingProxy {
     async fn start(upstream: u16) -> RecordingProxy {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let sent: Arc<std::sync::Mutex<Vec<Arc<std::sync::Mutex<Vec<u8>>>>>> = Arc::default();
+        let sent: Connections = Arc::default();
         let connections = sent.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
