@@ -552,18 +552,8 @@ impl Session {
         if let Some(key) = &settings.api_key {
             runtime.add_redaction(key);
         }
-        // MCP bearer tokens are secrets wherever they would show.
         if let Some(Ok(servers)) = self.host.get(MCP).map(|s| script::mcp::servers(s)) {
-            for server in servers {
-                if let crate::tools::mcp::Transport::Http {
-                    token_env: Some(var),
-                    ..
-                } = &server.transport
-                    && let Some(token) = (self.lookup)(var)
-                {
-                    runtime.add_redaction(&token);
-                }
-            }
+            guard_mcp_tokens(&mut runtime, &servers, &*self.lookup);
         }
         let mut sandbox_settings = policy_settings.sandbox_settings();
         if settings.sandbox {
@@ -826,6 +816,30 @@ pub fn is_local(base_url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Keeps the bearer tokens of `servers` (the variables their `token_env`
+/// names) secret whatever the variables are called: each value is blanked
+/// wherever the agent writes text (tool results the model reads, spill
+/// files, transcripts, run logs), and the variable never reaches a
+/// command or a stdio server, even when `env_allow` lets it.
+fn guard_mcp_tokens(
+    runtime: &mut Runtime,
+    servers: &[ServerConfig],
+    lookup: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+) {
+    for server in servers {
+        if let crate::tools::mcp::Transport::Http {
+            token_env: Some(var),
+            ..
+        } = &server.transport
+        {
+            runtime.child_env.retain(|(name, _)| name != var);
+            if let Some(token) = lookup(var) {
+                runtime.add_redaction(&token);
+            }
+        }
+    }
+}
+
 /// `agent check`: starts every server of `mcp.rhai` (with the child
 /// environment `policy.rhai` gives commands), waits for each within its
 /// startup timeout, and says what became of it; then stops them all.
@@ -840,7 +854,7 @@ pub async fn check_mcp(
         None => Vec::new(),
     };
     let vars: Vec<(String, String)> = std::env::vars().collect();
-    let runtime = match host
+    let mut runtime = match host
         .get(POLICY)
         .map(|p| (p, PolicySettings::from_script(p)))
     {
@@ -853,6 +867,7 @@ pub async fn check_mcp(
         ),
         _ => Runtime::new(workspace.to_path_buf(), std::env::temp_dir(), vars),
     };
+    guard_mcp_tokens(&mut runtime, &configs, &*env);
     let setup = crate::tools::mcp::Setup {
         child_env: runtime.child_env.clone(),
         workspace: workspace.to_path_buf(),
@@ -905,5 +920,43 @@ mod tests {
         assert!(!is_local("https://api.deepseek.com/v1"));
         assert!(!is_local("http://localhost.evil.test/v1"));
         assert!(!is_local("not a url"));
+    }
+
+    #[test]
+    fn an_mcp_token_is_blanked_and_kept_from_children_whatever_its_name() {
+        use crate::tools::mcp::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, Transport};
+        // A name the secret rule misses, let through by env_allow.
+        let env = vec![
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            ("WEB_BEARER".to_string(), "tok-4f9Qx2".to_string()),
+        ];
+        let mut runtime = Runtime::with_env_rules(
+            PathBuf::from("/w"),
+            PathBuf::from("/s"),
+            env.clone(),
+            &["WEB_BEARER".to_string()],
+            &crate::runtime::secrets::is_secret_env,
+        );
+        assert!(runtime.child_env.iter().any(|(k, _)| k == "WEB_BEARER"));
+        let server = ServerConfig {
+            name: "web".into(),
+            transport: Transport::Http {
+                url: "http://127.0.0.1:1/mcp".into(),
+                token_env: Some("WEB_BEARER".into()),
+            },
+            enabled: true,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            allow: None,
+            deny: Vec::new(),
+        };
+        let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        guard_mcp_tokens(&mut runtime, &[server], &lookup);
+        assert!(!runtime.child_env.iter().any(|(k, _)| k == "WEB_BEARER"));
+        assert!(runtime.child_env.iter().any(|(k, _)| k == "PATH"));
+        assert_eq!(
+            runtime.redact("token tok-4f9Qx2 here".into()),
+            "token [redacted] here"
+        );
     }
 }

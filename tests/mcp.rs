@@ -372,9 +372,10 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-#[tokio::test]
-async fn the_http_transport_reaches_a_server_on_loopback() {
-    let Some(s) = servers() else { return };
+/// server-everything over streamable HTTP on a free loopback port,
+/// waited for until it says it listens; the child (killed on drop) and
+/// its port.
+async fn http_everything(s: &Servers) -> (tokio::process::Child, u16) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -399,7 +400,15 @@ async fn the_http_transport_reaches_a_server_on_loopback() {
     })
     .await
     .expect("the HTTP server listens in time");
+    // Keep reading its stderr so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
 
+#[tokio::test]
+async fn the_http_transport_reaches_a_server_on_loopback() {
+    let Some(s) = servers() else { return };
+    let (mut child, port) = http_everything(&s).await;
     let server = MockServer::start(vec![
         Reply::tools(
             Shape::OpenAi,
@@ -423,6 +432,292 @@ async fn the_http_transport_reaches_a_server_on_loopback() {
     let sent = sent_result(&server, "h1");
     assert!(sent.contains("Echo: over http"), "{sent}");
     let _ = child.kill().await;
+}
+
+/// A TCP proxy on 127.0.0.1 in front of `upstream` that keeps the bytes
+/// the client sent on each connection: the HTTP requests as they went
+/// over the wire, headers included.
+struct RecordingProxy {
+    port: u16,
+    sent: Connections,
+}
+
+/// The bytes a client sent, one buffer per connection.
+type Connections = Arc<std::sync::Mutex<Vec<Arc<std::sync::Mutex<Vec<u8>>>>>>;
+
+impl RecordingProxy {
+    async fn start(upstream: u16) -> RecordingProxy {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent: Connections = Arc::default();
+        let connections = sent.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
+                let log: Arc<std::sync::Mutex<Vec<u8>>> = Arc::default();
+                connections.lock().unwrap().push(log.clone());
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    while let Ok(n) = client_read.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        log.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if server_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = server_write.shutdown().await;
+                });
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    let _ = client_write.shutdown().await;
+                });
+            }
+        });
+        RecordingProxy { port, sent }
+    }
+
+    /// The head (request line and headers) of every HTTP request the
+    /// client sent, in the order of each connection.
+    fn request_heads(&self) -> Vec<String> {
+        let mut heads = Vec::new();
+        for log in self.sent.lock().unwrap().iter() {
+            let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+            // A head ends at the first blank line; the JSON body before
+            // the next head has no line breaks.
+            for chunk in text.split("\r\n\r\n") {
+                let start = ["POST", "GET", "DELETE"]
+                    .iter()
+                    .filter_map(|m| chunk.find(&format!("{m} /mcp HTTP/1.1\r\n")))
+                    .min();
+                if let Some(head) = start.and_then(|i| chunk.get(i..)) {
+                    heads.push(head.to_string());
+                }
+            }
+        }
+        heads
+    }
+}
+
+/// Whether the head of an HTTP request has the header `name: value`
+/// (names are case-insensitive).
+fn has_header(head: &str, name: &str, value: &str) -> bool {
+    head.lines().skip(1).any(|line| {
+        line.split_once(':')
+            .is_some_and(|(n, v)| n.trim().eq_ignore_ascii_case(name) && v.trim() == value)
+    })
+}
+
+#[tokio::test]
+async fn the_http_transport_sends_the_token_env_bearer_and_never_shows_it() {
+    let Some(s) = servers() else { return };
+    let (mut child, upstream) = http_everything(&s).await;
+    let proxy = RecordingProxy::start(upstream).await;
+    // A name the secret rule does not catch (no KEY, TOKEN, SECRET, ...):
+    // the token is blanked because token_env names it.
+    const VAR: &str = "WEB_MCP_BEARER";
+    const TOKEN: &str = "brr-Zq7wX1-k9Lm";
+    // The server echoes the token back, as a server could in an error or a
+    // result; the model must read it blanked.
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "b1",
+                "web__echo",
+                &format!(r#"{{"message":"leak {TOKEN} now"}}"#),
+            )],
+        ),
+        Reply::text("done"),
+    ])
+    .await;
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        &format!(
+            "web: #{{ startup_timeout: 25, url: \"http://127.0.0.1:{}/mcp\", token_env: {VAR:?} }}",
+            proxy.port
+        ),
+    );
+    let config = std::fs::read_to_string(dirs.config.join("mcp.rhai")).unwrap();
+    assert!(config.contains(VAR) && !config.contains(TOKEN), "{config}");
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.env(VAR, TOKEN).args(["-p", "echo", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+
+    // Every request the agent sent the server carried the bearer token:
+    // initialize, the tool list, the call.
+    let heads = proxy.request_heads();
+    assert!(heads.len() >= 3, "{heads:?}");
+    for head in &heads {
+        assert!(
+            has_header(head, "authorization", &format!("Bearer {TOKEN}")),
+            "a request without the bearer token: {head}"
+        );
+    }
+    let calls = proxy
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|log| String::from_utf8_lossy(&log.lock().unwrap()).into_owned())
+        .filter(|t| t.contains("\"tools/call\""))
+        .count();
+    assert!(calls >= 1, "the call went through the proxy");
+
+    // The result reached the model with the token blanked.
+    let sent = sent_result(&server, "b1");
+    assert_eq!(sent, "Echo: leak [redacted] now");
+    // Nothing the agent wrote itself holds the token: not the first
+    // request (system prompt, tools), not any tool result, not the
+    // `--json` result, not the transcript's tool lines. (The model's own
+    // call arguments, which it wrote, are kept as it sent them.)
+    assert!(!server.requests()[0].body.to_string().contains(TOKEN));
+    for request in server.requests() {
+        for m in request.messages() {
+            if m["role"] == "tool" || m["role"] == "system" {
+                assert!(!m.to_string().contains(TOKEN), "{m}");
+            }
+        }
+    }
+    let lines = json_lines(&stdout(&out));
+    let result = tool_result(&lines, "b1");
+    assert_eq!(result["status"], "ok", "{result}");
+    assert!(!result.to_string().contains(TOKEN), "{result}");
+    let mut transcript_tool_lines = 0;
+    for entry in std::fs::read_dir(dirs.data.join("sessions")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            if v["role"] == "tool" {
+                transcript_tool_lines += 1;
+                assert_eq!(v["content"], "Echo: leak [redacted] now", "{v}");
+            }
+        }
+    }
+    assert_eq!(transcript_tool_lines, 1);
+    let _ = child.kill().await;
+}
+
+#[tokio::test]
+async fn an_unset_token_env_is_reported_by_name_and_nothing_is_sent() {
+    let Some(_) = servers() else { return };
+    // A listener that is never accepted from: a connection attempt would
+    // wait in its backlog.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = MockServer::start(vec![Reply::text("ok")]).await;
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        &format!("web: #{{ url: \"http://127.0.0.1:{port}/mcp\", token_env: \"WEB_MCP_BEARER\" }}"),
+    );
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "hi", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let lines = json_lines(&stdout(&out));
+    let mcp = lines
+        .iter()
+        .find(|l| l["type"] == "mcp")
+        .expect("an mcp event");
+    assert_eq!(mcp["server"], "web");
+    assert_eq!(mcp["running"], false, "{mcp}");
+    let state = mcp["state"].as_str().unwrap();
+    assert!(
+        state.contains("WEB_MCP_BEARER") && state.contains("not set"),
+        "{state}"
+    );
+    let warning = lines
+        .iter()
+        .filter(|l| l["type"] == "warning")
+        .filter_map(|l| l["message"].as_str())
+        .find(|m| m.contains("`web` failed to start"))
+        .unwrap_or_else(|| panic!("no warning about `web` in {lines:?}"));
+    assert!(warning.contains("WEB_MCP_BEARER"), "{warning}");
+    // Its tools are not offered, and no request went out without a token.
+    let offered = server.requests()[0].body["tools"].to_string();
+    assert!(!offered.contains("web__"), "{offered}");
+    assert_eq!(
+        listener.accept().map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::WouldBlock),
+        "the agent connected to the server without a token"
+    );
+}
+
+#[tokio::test]
+async fn an_mcp_result_over_the_output_cap_is_capped_and_spilled_whole() {
+    let Some(s) = servers() else { return };
+    // About 100 KB, more than the 30 000-byte default output cap; each
+    // line numbered, so the middle is recognisable.
+    let message: String = (0..2000)
+        .map(|i| format!("line {i:05} of the big echo {}\n", "x".repeat(30)))
+        .collect();
+    assert!(message.len() > 100_000);
+    let args = serde_json::json!({ "message": message }).to_string();
+    let server = MockServer::start(vec![
+        Reply::tools(Shape::OpenAi, &[("big", "everything__echo", &args)]),
+        Reply::text("done"),
+    ])
+    .await;
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        &format!(
+            "everything: #{{ startup_timeout: 25, command: {:?}, args: [\"stdio\"] }}",
+            s.everything
+        ),
+    );
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "echo a lot", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let whole = format!("Echo: {message}");
+    let sent = sent_result(&server, "big");
+    // The model reads the start, the end and the marker, within the cap.
+    assert!(
+        sent.len() < 31_000,
+        "{} bytes reached the model",
+        sent.len()
+    );
+    assert!(
+        sent.starts_with("Echo: line 00000 of the big echo"),
+        "{sent}"
+    );
+    assert!(sent.ends_with("line 01999 of the big echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n"));
+    assert!(!sent.contains("line 01000 "), "the middle is cut");
+    let marker = sent
+        .lines()
+        .find(|l| l.starts_with("[... ") && l.contains("bytes omitted"))
+        .unwrap_or_else(|| panic!("no spill marker in {sent}"));
+    assert!(
+        marker.contains(&format!("the full output ({} bytes)", whole.len())),
+        "{marker}"
+    );
+    let path = marker
+        .split_once("is saved at ")
+        .and_then(|(_, rest)| rest.split_once("; "))
+        .map(|(path, _)| PathBuf::from(path))
+        .unwrap_or_else(|| panic!("no path in {marker}"));
+    assert!(
+        path.starts_with(dirs.data.join("outputs")),
+        "{} is not in the data dir's outputs",
+        path.display()
+    );
+    // The spill file holds the whole result.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+    let lines = json_lines(&stdout(&out));
+    assert_eq!(tool_result(&lines, "big")["status"], "ok");
+    server.assert_protocol();
 }
 
 #[tokio::test]

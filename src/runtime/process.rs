@@ -682,7 +682,7 @@ impl Capture {
 /// The line that replaces the middle of an overflowing stream, telling the
 /// model where the stream is saved (whole, or head and tail when the spill
 /// cap dropped `dropped` bytes) and how to look at it.
-fn omission_marker(omitted: u64, total: u64, path: &Path, dropped: u64) -> String {
+pub(crate) fn omission_marker(omitted: u64, total: u64, path: &Path, dropped: u64) -> String {
     if dropped > 0 {
         return format!(
             "\n[... {omitted} bytes omitted; the output ({total} bytes) passed the spill cap, so {} keeps its start and end and {dropped} bytes of its middle are gone; \
@@ -698,7 +698,7 @@ fn omission_marker(omitted: u64, total: u64, path: &Path, dropped: u64) -> Strin
 }
 
 /// The marker when the spill file could not be written.
-fn unsaved_marker(omitted: u64, total: u64, err: &io::Error) -> String {
+pub(crate) fn unsaved_marker(omitted: u64, total: u64, err: &io::Error) -> String {
     format!(
         "\n[... {omitted} bytes omitted; the full output ({total} bytes) could not be \
          saved: {err} ...]\n"

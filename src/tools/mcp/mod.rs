@@ -128,7 +128,7 @@ pub fn tool_name(server: &str, tool: &str) -> String {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     let keep = MAX_TOOL_NAME - 9;
-    let head: String = safe.chars().take(keep).collect();
+    let head = crate::text::first_chars(&safe, keep);
     format!("{head}_{:08x}", hash as u32)
 }
 

@@ -30,7 +30,8 @@ use super::{ServerConfig, ServerStatus, Transport};
 /// Lines of a stdio server's stderr kept to explain a failure.
 const STDERR_LINES: usize = 8;
 
-/// The longest stderr line kept, in characters.
+/// The longest stderr line kept, in characters (a longer one is cut and
+/// ends with `…`).
 const STDERR_LINE_CHARS: usize = 200;
 
 /// Reads a variable of the agent's own environment.
@@ -285,7 +286,9 @@ impl Server {
                     match (self.setup.lookup)(var) {
                         Some(token) if !token.is_empty() => config = config.auth_header(token),
                         _ => {
-                            return Err(format!("its token variable {var} (token_env) is not set"));
+                            return Err(format!(
+                                "its bearer token variable {var} (token_env in mcp.rhai) is not set or empty; set {var} to the server's token in the environment the agent starts in"
+                            ));
                         }
                     }
                 }

@@ -108,7 +108,7 @@ impl Tool for McpTool {
                     } else {
                         format!("Error: the MCP tool `{tool}` failed: {why}")
                     };
-                    ToolOutput::failed(ErrorKind::Failed, ctx.runtime.redact(text))
+                    ToolOutput::failed(ErrorKind::Failed, fit(ctx.runtime.redact(text), &ctx))
                 }
             }
         })
@@ -206,11 +206,14 @@ fn base64_len(data: &str) -> usize {
     (data.len() / 4 * 3).saturating_sub(padding)
 }
 
-/// Keeps a result within the output cap: a longer one is saved whole to
-/// a spill file the model can page through, and the model reads its head
-/// and tail with the file's path between.
+/// Keeps a result within the output cap, as a command's output is: a
+/// longer one is saved to a spill file the model can page through (whole,
+/// or its start and end past the spill cap), and the model reads the first
+/// quarter and the last three quarters of the cap with the same marker as
+/// a command's (`is saved at PATH`) between.
 fn fit(text: String, ctx: &ToolContext) -> String {
-    let cap = ctx.runtime.limits.output_cap;
+    let limits = &ctx.runtime.limits;
+    let cap = limits.output_cap;
     if text.len() <= cap {
         return text;
     }
@@ -218,25 +221,26 @@ fn fit(text: String, ctx: &ToolContext) -> String {
         dir: ctx.runtime.spill_dir.clone(),
         label: crate::runtime::sanitize_label(&ctx.call_id),
         stream: "stdout",
-        cap: ctx.runtime.limits.spill_cap,
+        cap: limits.spill_cap,
     };
     let saved = crate::runtime::spill::SpillFile::create(&target).and_then(|mut file| {
-        file.write(text.as_bytes())?;
-        file.finish()
+        match file.write(text.as_bytes()) {
+            Ok(()) => file.finish(),
+            Err(e) => {
+                file.discard();
+                Err(e)
+            }
+        }
     });
     let head = crate::text::prefix(&text, cap / 4);
     let tail = crate::text::suffix(&text, cap - cap / 4);
-    let omitted = text.len() - head.len() - tail.len();
+    let omitted = (text.len() - head.len() - tail.len()) as u64;
+    let total = text.len() as u64;
     let marker = match saved {
-        Ok(spilled) => format!(
-            "\n[... {omitted} bytes omitted; the whole result ({} bytes) is saved in {} — page through it with read_file or grep ...]\n",
-            text.len(),
-            spilled.path.display()
-        ),
-        Err(e) => format!(
-            "\n[... {omitted} bytes omitted: the result was {} bytes, more than the output cap (it could not be saved: {e}) ...]\n",
-            text.len()
-        ),
+        Ok(spilled) => {
+            crate::runtime::process::omission_marker(omitted, total, &spilled.path, spilled.dropped)
+        }
+        Err(e) => crate::runtime::process::unsaved_marker(omitted, total, &e),
     };
     [head, &marker, tail].concat()
 }
