@@ -40,6 +40,18 @@ pub enum Note {
     Warning(String),
 }
 
+impl Note {
+    /// The note as every front end shows it: a fact is a notice, a
+    /// failure a warning.
+    pub fn event(&self) -> crate::protocol::Event {
+        use crate::protocol::Event;
+        match self {
+            Note::Info(text) => Event::Notice(text.clone()),
+            Note::Warning(text) => Event::Warning(text.clone()),
+        }
+    }
+}
+
 /// The model side of a session: resolved settings, the client and the
 /// profile's per-request options and window.
 pub struct ModelSetup {
@@ -272,6 +284,9 @@ pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// How to start a session.
 pub struct Start<'a> {
+    /// Where the scripts and the data live (`config_dir`, `data_dir`).
+    /// The rest is resolved again from `overrides` and `env` with the
+    /// profile chosen, so a workspace is given as `overrides.workspace`.
     pub settings: &'a Settings,
     pub overrides: &'a Overrides,
     pub env: Env,

@@ -19,6 +19,7 @@
 //!   commands, and `agent policy test` end to end.
 //! - `profiles`: model profiles from models.rhai reaching the request body.
 //! - `repl`: the REPL in a real terminal (tmux), saved sessions and compaction.
+//! - `repl_commands`: the slash commands through their handler, in process: the lines each replies.
 //! - `runtime_safety`: confinement, approvals, secrets, output budget, timeouts.
 //! - `scripts`: the Rhai scripts as a person uses them (tools, prompt, check, init).
 //! - `search`: the `grep` and `glob` tools in a repository with an ignored `target/`.
@@ -54,6 +55,7 @@ mod plan;
 mod policy;
 mod profiles;
 mod repl;
+mod repl_commands;
 mod runtime_safety;
 mod sandbox;
 mod scripts;

@@ -14,14 +14,14 @@ use crate::common::mock::{MockServer, Reply, Shape};
 use crate::common::{Dirs, STEP_TIMEOUT};
 
 /// Answers every approval question with `answer`, counting them.
-struct Answering {
+pub(crate) struct Answering {
     answer: Answer,
-    asked: AtomicU32,
+    pub(crate) asked: AtomicU32,
     events: Mutex<Vec<Event>>,
 }
 
 impl Answering {
-    fn new(answer: Answer) -> Self {
+    pub(crate) fn new(answer: Answer) -> Self {
         Answering {
             answer,
             asked: AtomicU32::new(0),
@@ -40,7 +40,7 @@ impl EventSink for Answering {
     }
 }
 
-fn start(dirs: &Dirs, base_url: &str) -> (Session, agent::agent::Agent) {
+pub(crate) fn start(dirs: &Dirs, base_url: &str) -> (Session, agent::agent::Agent) {
     let (session, agent, notes) = start_noting(dirs, base_url);
     assert!(notes.is_empty(), "{notes:?}");
     (session, agent)
@@ -62,9 +62,13 @@ fn start_noting(
             .find(|(name, _)| *name == k)
             .map(|(_, v)| v.clone())
     });
-    let overrides = Overrides::default();
-    let mut settings = Settings::resolve(&overrides, &*env).unwrap();
-    settings.workspace = dirs.workspace.clone();
+    // The workspace as `-C` gives it: the session resolves its settings
+    // from the overrides (at start and at every `/model`).
+    let overrides = Overrides {
+        workspace: Some(dirs.workspace.clone()),
+        ..Overrides::default()
+    };
+    let settings = Settings::resolve(&overrides, &*env).unwrap();
     let (session, agent, notes) = Session::start(Start {
         settings: &settings,
         overrides: &overrides,
@@ -74,6 +78,7 @@ fn start_noting(
         launcher: Some(env!("CARGO_BIN_EXE_agent").into()),
     })
     .unwrap();
+    assert_eq!(session.settings.workspace, dirs.workspace);
     (session, agent, notes)
 }
 

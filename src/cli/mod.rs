@@ -289,7 +289,7 @@ pub fn run(cli: Cli, env: crate::setup::Env) -> u8 {
                 Approver::Terminal,
             ));
             route_script_output(sink.clone());
-            crate::ui::repl::show_notes(&sink, &notes);
+            emit_notes(sink.as_ref(), &notes);
             match crate::ui::repl::run(&rt, &mut agent, &mut session, sink) {
                 crate::ui::repl::End::Left => exit::OK,
                 crate::ui::repl::End::Failed => exit::USAGE,
@@ -310,10 +310,7 @@ const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 /// Setup notes, as events.
 pub(crate) fn emit_notes(sink: &dyn EventSink, notes: &[Note]) {
     for note in notes {
-        sink.emit(match note {
-            Note::Info(text) => Event::Notice(text.clone()),
-            Note::Warning(text) => Event::Warning(text.clone()),
-        });
+        sink.emit(note.event());
     }
 }
 

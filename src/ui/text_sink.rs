@@ -143,16 +143,15 @@ impl TextSink {
         }
     }
 
-    /// `/plan`: the model's plan as last shown.
-    pub fn show_plan(&self) {
+    /// The model's plan as last shown (for `/plan`).
+    pub fn plan(&self) -> Option<serde_json::Value> {
+        self.state.lock().ok().and_then(|s| s.plan.clone())
+    }
+
+    /// Prints a line on stderr as it is, on its own line.
+    pub fn line(&self, text: &str) {
         self.quiet();
-        let plan = self.state.lock().ok().and_then(|s| s.plan.clone());
-        match plan {
-            Some(data) => render::plan(self.style, &data)
-                .iter()
-                .for_each(|l| self.err(l)),
-            None => self.err("  no plan yet: the model has not made one in this session"),
-        }
+        self.err(text);
     }
 
     /// Prints a message on stderr, marked as an error, on its own line

@@ -3,6 +3,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `commands` | what a typed line means (pure), the command table, completion |
+//! | `handlers` | what each slash command does, as reply lines (prints nothing) |
 //! | `asker` | the approval question at the terminal |
 //! | `script_watch` | whether a change to the scripts is applied, or confirmed first |
 //!
@@ -13,6 +14,7 @@
 
 pub mod asker;
 pub mod commands;
+pub mod handlers;
 pub mod script_watch;
 
 use std::sync::Arc;
@@ -24,12 +26,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::TextSink;
 use crate::agent::{Agent, TurnOutcome};
-use crate::protocol::{Message, Usage, UserSource};
+use crate::protocol::{EventSink, Usage};
 use crate::setup::{Note, Session};
-use crate::tools::ToolOrigin;
-use crate::ui::sanitize::visible_line;
-use crate::ui::undo::Request;
-use commands::{COMMANDS, Input, ReplHelper, join_continued, parse};
+use commands::{Input, ReplHelper, join_continued, parse};
+use handlers::{Ctx, Reply, handle, show};
 use script_watch::{Before, ScriptWatch};
 
 /// How the REPL ended.
@@ -61,14 +61,9 @@ fn new_editor() -> rustyline::Result<Editor<ReplHelper, DefaultHistory>> {
     Ok(editor)
 }
 
-/// Shows setup notes.
-pub fn show_notes(sink: &TextSink, notes: &[Note]) {
-    for note in notes {
-        match note {
-            Note::Info(text) => sink.info(text),
-            Note::Warning(text) => sink.warning(text),
-        }
-    }
+/// Shows setup notes, as the events every front end shows them as.
+fn show_notes(sink: &TextSink, notes: &[Note]) {
+    notes.iter().for_each(|n| sink.emit(n.event()));
 }
 
 /// Runs the REPL until the person leaves.
@@ -98,7 +93,9 @@ pub fn run(
         eprintln!("{line}");
     }
     if agent.history().len() > 1 {
-        recap(agent, &sink);
+        let mut reply = Reply::default();
+        handlers::recap(agent, &mut reply);
+        show(&sink, &reply);
     }
     let mut last_interrupt: Option<std::time::Instant> = None;
     let mut watch = ScriptWatch::default();
@@ -162,16 +159,19 @@ pub fn run(
                 show_notes(&sink, &session.refresh_mcp(agent));
                 watch.turn_ended(&session.host);
             }
-            Input::Rewind {
-                to: Some(n),
-                force,
-                chat: true,
-            } => prefill = rewind_chat(agent, &sink, n, force),
             other => {
                 if other == Input::Reload {
                     watch.reloaded();
                 }
-                command(rt, agent, session, &sink, other)
+                let mut ctx = Ctx {
+                    rt,
+                    agent,
+                    session,
+                    sink: &sink,
+                };
+                let reply = handle(&mut ctx, other);
+                show(&sink, &reply);
+                prefill = reply.prefill;
             }
         }
     }
@@ -240,264 +240,8 @@ fn turn(
     sink.turn_summary(turn, agent.context_tokens(), agent.context_window());
 }
 
-/// `/undo` and `/rewind`.
-fn undo(agent: &mut Agent, sink: &Arc<TextSink>, request: Request, force: bool) {
-    let Some(checkpoints) = agent.checkpoints_mut() else {
-        sink.error("undo is not available in this session");
-        return;
-    };
-    match crate::ui::undo::undo(checkpoints, request, force) {
-        Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
-        Err(lines) => show_not_restored(sink, &lines),
-    }
-}
-
-/// Why nothing was restored: the first line as an error, then the rest
-/// (the conflicts).
-fn show_not_restored(sink: &Arc<TextSink>, lines: &[String]) {
-    let mut lines = lines.iter();
-    if let Some(first) = lines.next() {
-        sink.error(first.trim_start());
-    }
-    lines.for_each(|l| eprintln!("{l}"));
-}
-
-/// `/rewind N --chat`: the files as before turn N, then the conversation
-/// as before the person's message that turn answered (and the turns of
-/// that message before N, so files and conversation agree). Returns that
-/// message when it fits on the prompt line, to be edited or sent again.
-fn rewind_chat(agent: &mut Agent, sink: &Arc<TextSink>, n: u32, force: bool) -> Option<String> {
-    let Some(checkpoints) = agent.checkpoints_mut() else {
-        sink.error("undo is not available in this session");
-        return None;
-    };
-    let turns = checkpoints.turns();
-    let Some(turn) = turns.iter().find(|t| t.n == n) else {
-        sink.error(&format!(
-            "no turn {n} changed files in this session; /rewind lists the turns"
-        ));
-        return None;
-    };
-    let Some(mark) = turn.chat else {
-        sink.error(&format!(
-            "turn {n} is from an earlier run of this session: the conversation cannot go back to it; /rewind {n} puts the files back"
-        ));
-        return None;
-    };
-    let first = turns
-        .iter()
-        .filter(|t| t.chat == Some(mark))
-        .map(|t| t.n)
-        .min()
-        .unwrap_or(n);
-    let open = turns.iter().any(|t| t.n >= first && !t.undone);
-    if open {
-        match crate::ui::undo::undo(checkpoints, Request::To(first), force) {
-            Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
-            Err(lines) => {
-                show_not_restored(sink, &lines);
-                eprintln!("  the conversation was left as it is");
-                return None;
-            }
-        }
-    } else {
-        eprintln!("  the files are already as before turn {first}");
-    }
-    match agent.rewind_conversation(mark) {
-        Some(text) => {
-            let shown = crate::text::shorten(crate::text::first_line(&text), 80);
-            eprintln!(
-                "  conversation taken back to before your message: {}",
-                crate::ui::sanitize::visible_line(&shown)
-            );
-            (!text.contains('\n')).then_some(text)
-        }
-        None => {
-            sink.error(
-                "the conversation no longer holds that message (compacted, cleared or resumed since): only the files went back",
-            );
-            None
-        }
-    }
-}
-
-/// A slash command.
-fn command(
-    rt: &tokio::runtime::Runtime,
-    agent: &mut Agent,
-    session: &mut Session,
-    sink: &Arc<TextSink>,
-    input: Input,
-) {
-    match input {
-        Input::Help => {
-            for (c, what) in COMMANDS {
-                eprintln!("  {c:<10} {what}");
-            }
-        }
-        Input::Unknown(hint) => sink.error(&hint),
-        Input::Mcp => {
-            show_notes(sink, &session.refresh_mcp(agent));
-            for line in super::render::mcp_servers(sink.style(), &session.mcp.status()) {
-                eprintln!("{line}");
-            }
-        }
-        Input::Tools => {
-            for tool in agent.registry().tools() {
-                let mark = match tool.origin() {
-                    ToolOrigin::Script => " (script)",
-                    ToolOrigin::Mcp => " (mcp)",
-                    ToolOrigin::Builtin => "",
-                };
-                let first = crate::watchdog::snippet(&tool.spec().description);
-                eprintln!("  {}{mark}: {first}", tool.spec().name);
-            }
-        }
-        Input::RaiseBudget(extra) => match agent.raise_cap(extra) {
-            Some(cap) => eprintln!("  the next turn may use up to {cap} model turns"),
-            None => sink.error("there is no watchdog to raise the cap of"),
-        },
-        Input::Budget => {
-            let budget = agent.budget();
-            let cap = agent
-                .hard_cap()
-                .map(|c| format!(" (hard cap {c}; /budget +N raises it for the next turn)"))
-                .unwrap_or_default();
-            eprintln!(
-                "  {} of {} turns used in the current turn's budget{cap}",
-                budget.used, budget.limit
-            );
-        }
-        Input::Policy(arg) => policy(session, sink, arg.as_deref()),
-        Input::Undo { force } => undo(agent, sink, Request::Last, force),
-        Input::Rewind { to, force, .. } => {
-            undo(agent, sink, to.map_or(Request::List, Request::To), force)
-        }
-        Input::Plan => sink.show_plan(),
-        Input::Last => match sink.last_output() {
-            Some((name, text)) => {
-                eprintln!("{}", sink.style().cyan(&format!("── {name} ──")));
-                eprintln!("{}", text.trim_end());
-            }
-            None => eprintln!("  no tool has run yet in this session"),
-        },
-        Input::Sessions => {
-            let sessions = crate::agent::transcript::list(
-                &session.data.sessions(),
-                &session.settings.workspace,
-            );
-            for line in super::render::sessions(&sessions, Some(&session.id)) {
-                eprintln!("{line}");
-            }
-        }
-        Input::Reload => {
-            let notes = session.reload(agent, true);
-            if notes.is_empty() {
-                eprintln!("scripts reloaded; nothing changed");
-            }
-            show_notes(sink, &notes);
-        }
-        Input::Clear => {
-            let notes = session.new_conversation(agent);
-            sink.forget_plan();
-            if notes.is_empty() {
-                eprintln!("  new conversation (the previous one stays saved)");
-            }
-            show_notes(sink, &notes);
-        }
-        Input::Compact => {
-            let cancel = CancellationToken::new();
-            let watcher = interrupt_watcher(rt, &cancel);
-            match rt.block_on(agent.compact(&cancel)) {
-                Ok(Some(r)) => eprintln!(
-                    "  compacted: {} older messages summarised (about {} → {} tokens)",
-                    r.messages_summarised, r.tokens_before, r.tokens_after
-                ),
-                Ok(None) => eprintln!("  nothing to compact yet"),
-                Err(e) => sink.error(&format!("compaction failed: {e}")),
-            }
-            watcher.abort();
-        }
-        Input::Resume(which) => match session.resume(agent, which.as_deref().unwrap_or("last")) {
-            Ok(notes) => {
-                show_notes(sink, &notes);
-                recap(agent, sink);
-            }
-            Err(e) => sink.error(&e),
-        },
-        Input::Model(None) => {
-            let window = agent
-                .context_window()
-                .map(|w| format!(", context window {w} tokens"))
-                .unwrap_or_default();
-            let profile = session
-                .profile
-                .as_deref()
-                .map(|p| format!(" (profile {p})"))
-                .unwrap_or_default();
-            eprintln!(
-                "  model {} at {}{profile}{window}",
-                agent.model_name(),
-                session.settings.base_url
-            )
-        }
-        Input::Model(Some(name)) => match session.switch_profile(agent, &name) {
-            Ok(()) => {
-                let window = agent
-                    .context_window()
-                    .map(|w| format!(", context window {w} tokens"))
-                    .unwrap_or_default();
-                eprintln!(
-                    "  switched to profile {name}: model {} at {}{window}",
-                    session.settings.model, session.settings.base_url
-                );
-            }
-            Err(e) => sink.error(&e),
-        },
-        Input::Empty | Input::Exit | Input::Message(_) => {}
-    }
-}
-
-/// `/policy`: the session's "always" approvals, and revoking one.
-fn policy(session: &Session, sink: &TextSink, arg: Option<&str>) {
-    let approvals = session.approvals();
-    let list = approvals.list();
-    match arg.map(|a| a.split_whitespace().collect::<Vec<_>>()) {
-        None => {
-            if list.is_empty() {
-                eprintln!("  no \"always\" approvals in this session");
-            }
-            for (i, key) in list.iter().enumerate() {
-                eprintln!("  {}. {}", i + 1, visible_line(key));
-            }
-        }
-        Some(words) => match words.as_slice() {
-            ["revoke", "all"] => {
-                let n = approvals.revoke_all();
-                eprintln!("  revoked {n} approval(s)");
-            }
-            ["revoke", n] => match n
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| list.get(n.wrapping_sub(1)))
-            {
-                Some(key) => {
-                    approvals.revoke(key);
-                    eprintln!("  revoked: {}", visible_line(key));
-                }
-                None => sink.error(&format!(
-                    "there is no approval {n}; /policy lists them with their numbers"
-                )),
-            },
-            _ => sink.error(
-                "use /policy to list the approvals, /policy revoke N to forget one, /policy revoke all to forget them all",
-            ),
-        },
-    }
-}
-
 /// Cancels `cancel` on Ctrl+C while a turn runs.
-fn interrupt_watcher(
+pub(super) fn interrupt_watcher(
     rt: &tokio::runtime::Runtime,
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
@@ -508,27 +252,4 @@ fn interrupt_watcher(
             cancel.cancel();
         }
     })
-}
-
-/// Shows the last exchange of a resumed conversation.
-fn recap(agent: &Agent, sink: &TextSink) {
-    let last_user = agent.history().iter().rev().find_map(|m| match m {
-        Message::User {
-            content,
-            source: UserSource::Person,
-        } => Some(content.clone()),
-        _ => None,
-    });
-    let last_answer = agent.history().iter().rev().find_map(|m| match m {
-        Message::Assistant {
-            content: Some(c), ..
-        } if !c.trim().is_empty() => Some(c.clone()),
-        _ => None,
-    });
-    if let Some(u) = last_user {
-        sink.info(&format!("  last request: {}", crate::watchdog::snippet(&u)));
-    }
-    if let Some(a) = last_answer {
-        sink.info(&format!("  last answer: {}", crate::watchdog::snippet(&a)));
-    }
 }
