@@ -285,6 +285,44 @@ async fn a_failed_server_is_reported_and_its_tools_are_absent() {
     );
 }
 
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_is_reported_and_is_stopped() {
+    // No server of the registries needed: `sleep` starts and never speaks.
+    let server = MockServer::start(vec![Reply::text("ok")]).await;
+    let dirs = Dirs::new();
+    write_mcp(
+        &dirs,
+        "mute: #{ startup_timeout: 1, command: \"sleep\", args: [\"977\"] }",
+    );
+    let mut cmd = agent_command(&dirs, &server.base_url);
+    cmd.args(["-p", "hi", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let lines = json_lines(&stdout(&out));
+    let mcp = lines.iter().find(|l| l["type"] == "mcp").unwrap();
+    assert_eq!(mcp["running"], false, "{mcp}");
+    assert!(
+        mcp["state"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within 1 s (startup_timeout)"),
+        "{mcp}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "warning"
+                && l["message"].as_str().unwrap_or("").contains("`mute`")),
+        "{lines:?}"
+    );
+    let sent = server.requests()[0].body.to_string();
+    assert!(!sent.contains("mute__"), "no tool of a mute server: {sent}");
+    until("the mute server to be stopped", || {
+        server_pids(&dirs, "sleep 977").is_empty()
+    })
+    .await;
+}
+
 /// Polls `done` until it holds or the step timeout passes.
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
