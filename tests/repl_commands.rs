@@ -6,11 +6,10 @@ use agent::protocol::Answer;
 use agent::ui::repl::commands::{COMMANDS, parse};
 use agent::ui::repl::handlers::{Ctx, Line, Reply, handle};
 use agent::ui::{Approver, Style, TextSink};
-use tokio_util::sync::CancellationToken;
 
+use crate::common::Dirs;
 use crate::common::mock::{MockServer, Reply as Answer_, Shape};
-use crate::common::{Dirs, STEP_TIMEOUT};
-use crate::setup::{Answering, start};
+use crate::setup::{Answering, start, turn};
 
 /// A session against `replies`, and a way to type commands at it.
 struct Repl {
@@ -58,17 +57,7 @@ impl Repl {
     }
 
     fn turn(&mut self, task: &str, sink: &Answering) {
-        let agent = &mut self.agent;
-        self.rt
-            .block_on(async {
-                tokio::time::timeout(
-                    STEP_TIMEOUT,
-                    agent.run_turn(task, sink, &CancellationToken::new()),
-                )
-                .await
-            })
-            .unwrap()
-            .unwrap();
+        self.rt.block_on(turn(&mut self.agent, sink, task));
     }
 }
 

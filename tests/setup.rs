@@ -82,7 +82,7 @@ fn start_noting(
     (session, agent, notes)
 }
 
-async fn turn(agent: &mut agent::agent::Agent, sink: &dyn EventSink, task: &str) {
+pub(crate) async fn turn(agent: &mut agent::agent::Agent, sink: &dyn EventSink, task: &str) {
     tokio::time::timeout(
         STEP_TIMEOUT,
         agent.run_turn(task, sink, &CancellationToken::new()),
