@@ -850,8 +850,17 @@ async fn the_repl_lists_the_servers_and_uses_their_tools() {
 /// contains every one of `needles` (servers may still be starting, or a
 /// crash not noticed yet); returns that listing.
 async fn mcp_until(tmux: &crate::common::tmux::Tmux, needles: &[&str]) -> String {
-    let mut sent = tmux.screen().matches("› /mcp").count() + 1;
-    tmux.line("/mcp");
+    // The scrollback is emptied before each `/mcp`, so the listings
+    // counted on the screen never scroll out of it (under load a slow
+    // start takes many listings, and a full scrollback once dropped the
+    // oldest faster than new ones came: the count never grew).
+    let ask = || {
+        tmux.clear_history();
+        let sent = tmux.screen().matches("› /mcp").count() + 1;
+        tmux.line("/mcp");
+        sent
+    };
+    let mut sent = ask();
     let start = Instant::now();
     loop {
         let screen = tmux.screen();
@@ -860,8 +869,9 @@ async fn mcp_until(tmux: &crate::common::tmux::Tmux, needles: &[&str]) -> String
             if needles.iter().all(|n| last.contains(n)) {
                 return last;
             }
-            tmux.line("/mcp");
-            sent += 1;
+            // Not there yet: ask again, not faster than a person would.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            sent = ask();
         }
         assert!(
             start.elapsed() < STEP_TIMEOUT,
@@ -933,13 +943,23 @@ async fn in_the_repl_a_killed_server_is_reported_and_the_next_call_restarts_it()
 
     // `/mcp` reports the crash and that the next call restarts it; the
     // other server runs on.
-    let listed = mcp_until(&tmux, &["mcp-server-time): crashed"]).await;
-    assert!(
-        listed.contains("`time` stopped: it was killed by signal 9"),
-        "{listed}"
-    );
-    assert!(listed.contains("the next call restarts it"), "{listed}");
+    let listed = mcp_until(
+        &tmux,
+        &["mcp-server-time): crashed: it was killed by signal 9"],
+    )
+    .await;
+    assert!(listed.contains("(the next call restarts it)"), "{listed}");
     assert!(listed.contains(" stdio): running"), "{listed}");
+    // The crash is also said once, as a warning: with the listing that
+    // first shows it (the state and the report change together), or with
+    // the next one if the crash fell between the two reads.
+    let next = mcp_until(&tmux, &["mcp-server-time): crashed"]).await;
+    let warning = "MCP server `time` stopped: it was killed by signal 9";
+    assert_eq!(
+        listed.matches(warning).count() + next.matches(warning).count(),
+        1,
+        "{listed}\n---\n{next}"
+    );
 
     // The model's call restarts it and gets the real server's answer.
     tmux.line("what time is it in Tokyo?");

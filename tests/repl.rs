@@ -800,3 +800,43 @@ async fn ctrl_c_mid_answer_puts_the_interrupt_on_its_own_line() {
     tmux.wait_for("Next answer.").await;
     server.assert_protocol();
 }
+
+/// A request typed and sent with Enter while a turn runs is sent when the
+/// turn ends, as if typed at the prompt (the terminal's line mode turns
+/// that Enter into a newline, which the editor would have inserted into
+/// the line instead). A line typed but not yet sent waits in the editor.
+#[tokio::test]
+async fn a_request_typed_while_a_turn_runs_is_sent_after_it() {
+    let dirs = Dirs::new();
+    let server = MockServer::start(vec![
+        Reply::tools(
+            Shape::OpenAi,
+            &[(
+                "w",
+                "run_shell",
+                r#"{"command":"while [ ! -e go ]; do sleep 0.05; done; echo released"}"#,
+            )],
+        ),
+        Reply::text("First done."),
+        Reply::text("Typed ahead, done."),
+    ])
+    .await;
+    let tmux = Tmux::start(&dirs, &server.base_url, &[], &[]);
+    tmux.wait_for_prompt_after("type a task").await;
+    tmux.line("first task");
+    tmux.wait_for("running run_shell…").await;
+    // Typed while the command runs: a whole line, then half of another.
+    tmux.line("the typed-ahead task");
+    tmux.type_text("half typed");
+    tmux.wait_for("half typed").await;
+    std::fs::write(dirs.workspace.join("go"), "").unwrap();
+    let screen = tmux.wait_for_prompt_after("Typed ahead, done.").await;
+    assert!(screen.contains("› the typed-ahead task"), "{screen}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{screen}");
+    let sent = contents(&server, 2);
+    assert!(sent.iter().any(|c| c == "the typed-ahead task"), "{sent:?}");
+    // The unsent half waits in the editor; Enter sends it.
+    let last = screen.lines().rev().find(|l| l.starts_with('›')).unwrap();
+    assert_eq!(last.trim_end(), "› half typed", "{screen}");
+}

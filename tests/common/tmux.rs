@@ -117,6 +117,11 @@ impl Tmux {
         self.press("Enter");
     }
 
+    /// Empties the scrollback (what scrolled off the visible screen).
+    pub fn clear_history(&self) {
+        self.tmux(&["clear-history", "-t", "t"]);
+    }
+
     /// The screen, with some scrollback.
     pub fn screen(&self) -> String {
         String::from_utf8_lossy(

@@ -389,12 +389,16 @@ impl Server {
         };
         let why = self.with_stderr(how);
         // A child that dies while starting is a failed start, said there.
-        if self.state() == State::Running {
+        // The state changes and the report is queued under one lock, so
+        // `/mcp` never shows the report beside a server still "running".
+        if let Ok(mut s) = self.status.lock()
+            && s.state == State::Running
+        {
+            s.state = State::Crashed(why.clone());
             self.report(format!(
                 "MCP server `{}` stopped: {why}; its next call restarts it",
                 self.config.name
             ));
-            self.set_state(State::Crashed(why));
         }
     }
 

@@ -6,6 +6,7 @@
 //! | `handlers` | what each slash command does, as reply lines (prints nothing) |
 //! | `asker` | the approval question at the terminal |
 //! | `script_watch` | whether a change to the scripts is applied, or confirmed first |
+//! | `type_ahead` | the lines typed while a turn ran, sent as if typed at the prompt |
 //!
 //! Before each turn, scripts changed on disk are reloaded (as `/reload`
 //! does) through the session, the one assembly path; a script whose new
@@ -16,6 +17,7 @@ pub mod asker;
 pub mod commands;
 pub mod handlers;
 pub mod script_watch;
+pub mod type_ahead;
 
 use std::sync::Arc;
 
@@ -101,10 +103,21 @@ pub fn run(
     let mut watch = ScriptWatch::default();
     // A message `/rewind N --chat` took back, offered for editing.
     let mut prefill: Option<String> = None;
+    // Requests typed ahead while a turn ran, sent one by one.
+    let mut queued = std::collections::VecDeque::new();
     loop {
-        let read = match prefill.take() {
-            Some(text) => editor.readline_with_initial("› ", (&text, "")),
-            None => editor.readline("› "),
+        if queued.is_empty() {
+            queued.extend(type_ahead::inputs(type_ahead::drain()));
+        }
+        let read = match queued.pop_front() {
+            Some(text) => {
+                show_typed_ahead(&text);
+                Ok(text)
+            }
+            None => match prefill.take() {
+                Some(text) => editor.readline_with_initial("› ", (&text, "")),
+                None => editor.readline("› "),
+            },
         };
         let line = match read {
             Ok(line) => {
@@ -174,6 +187,14 @@ pub fn run(
                 prefill = reply.prefill;
             }
         }
+    }
+}
+
+/// A request typed while the last turn ran, shown as the prompt would
+/// have shown it.
+fn show_typed_ahead(text: &str) {
+    for (i, line) in text.lines().enumerate() {
+        eprintln!("{} {line}", if i == 0 { "›" } else { " " });
     }
 }
 
