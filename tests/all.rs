@@ -26,6 +26,7 @@
 //! - `setup`: the one assembly path: what `/reload` and `/model` change and what the session keeps.
 //! - `secrets`: a hostile model after the key: the child environment's
 //!   allow-list, `/proc` of the agent, every encoded form of a secret.
+//! - `tls`: an `https` endpoint on loopback with a throwaway authority: trusted, and refused without retries.
 //! - `sandbox`: the Landlock sandbox through the real launcher and `--sandbox`
 //!   (checks the fallback where the kernel has no Landlock).
 //! - `watchdog_classes`: each runaway class of issue 16 live (exit 4, the rule named) and its
@@ -62,6 +63,7 @@ mod scripts;
 mod search;
 mod secrets;
 mod setup;
+mod tls;
 mod turn_loop;
 mod undo;
 mod watchdog_classes;

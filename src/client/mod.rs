@@ -18,6 +18,7 @@ pub mod bounds;
 pub mod options;
 pub mod repetition;
 pub mod sse;
+pub mod tls;
 pub mod wire;
 
 use std::time::Duration;
@@ -125,6 +126,12 @@ pub enum ApiError {
         "could not reach the model API at {url}: {reason}. Check AGENT_BASE_URL and that the server is running."
     )]
     Connect { url: String, reason: String },
+    /// The server's TLS certificate was refused: asking again would meet
+    /// the same certificate, so it is not retried.
+    #[error(
+        "the TLS certificate of {url} was refused: {reason}. If the server's certificate comes from a private authority, set SSL_CERT_FILE to that authority's certificate (PEM)."
+    )]
+    Certificate { url: String, reason: String },
     /// The stream broke or carried something unusable.
     #[error("the model's stream failed: {0}")]
     Stream(String),
@@ -170,6 +177,7 @@ impl ApiError {
             // Asking again would stream the same endless answer, or run
             // past the deadline that just passed.
             ApiError::ResponseTooLarge { .. } | ApiError::TimedOut { .. } => false,
+            ApiError::Certificate { .. } => false,
             ApiError::BadUrl(_) | ApiError::Cancelled => false,
         }
     }
@@ -235,15 +243,16 @@ impl ChatClient {
         if reqwest::Url::parse(&config.endpoint()).is_err() {
             return Err(ApiError::BadUrl(config.base_url.clone()));
         }
-        install_crypto_provider();
-        let http = reqwest::Client::builder()
+        let connect = |reason: String| ApiError::Connect {
+            url: config.base_url.clone(),
+            reason,
+        };
+        let http = tls::builder()
+            .map_err(connect)?
             .connect_timeout(config.connect_timeout)
             .user_agent(concat!("agent/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| ApiError::Connect {
-                url: config.base_url.clone(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| connect(e.to_string()))?;
         Ok(ChatClient { http, config })
     }
 
@@ -333,9 +342,11 @@ impl ChatClient {
                 )))
             })?
             .map_err(|e| {
-                Attempt::fail(ApiError::Connect {
-                    url: self.config.base_url.clone(),
-                    reason: describe_reqwest(&e),
+                let (url, reason) = (self.config.base_url.clone(), describe_reqwest(&e));
+                Attempt::fail(if refused_certificate(&e) {
+                    ApiError::Certificate { url, reason }
+                } else {
+                    ApiError::Connect { url, reason }
                 })
             })?;
 
@@ -533,6 +544,10 @@ impl ChatClient {
                 message: scrub(message),
             },
             ApiError::Connect { url, reason } => ApiError::Connect {
+                url: scrub(url),
+                reason: scrub(reason),
+            },
+            ApiError::Certificate { url, reason } => ApiError::Certificate {
                 url: scrub(url),
                 reason: scrub(reason),
             },
@@ -756,18 +771,6 @@ fn error_body_message(body: &str) -> String {
     }
 }
 
-/// Makes rustls's ring provider the process default, once; every HTTP
-/// client (the model's, an MCP server's) needs it before it is built:
-/// reqwest is built without a provider of its own (`rustls-no-provider`),
-/// so it does not bring aws-lc-rs.
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // Err only when a provider is already installed, which is as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 fn describe_reqwest(e: &reqwest::Error) -> String {
     // The source chain holds the useful part ("Connection refused").
     let mut text = e.to_string();
@@ -778,6 +781,30 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// Whether a request failed because the server's certificate was refused.
+/// rustls's error sits in reqwest's source chain, wrapped in `io::Error`s
+/// (whose `source` skips what they wrap, so each is opened by hand).
+fn refused_certificate(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let mut inner: &(dyn std::error::Error + 'static) = s;
+        while let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            match io.get_ref() {
+                Some(wrapped) => inner = wrapped,
+                None => break,
+            }
+        }
+        if matches!(
+            inner.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        ) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 fn short_reason(error: &ApiError) -> String {

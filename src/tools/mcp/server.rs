@@ -292,9 +292,10 @@ impl Server {
                         }
                     }
                 }
-                crate::client::install_crypto_provider();
-                let transport =
-                    StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+                let http = crate::client::tls::builder()
+                    .and_then(|b| b.build().map_err(|e| e.to_string()))
+                    .map_err(|e| format!("cannot make an HTTP client for {url}: {e}"))?;
+                let transport = StreamableHttpClientTransport::with_client(http, config);
                 Handler
                     .serve(transport)
                     .await
