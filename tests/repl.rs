@@ -700,6 +700,11 @@ async fn started_below_the_root_the_banner_names_the_work_tree_and_sessions_are_
         banner.contains(&format!("workspace {} ·", root.display())),
         "the banner names the work tree's root, not src: {banner}"
     );
+    // The sandbox's state, with what this kernel lacks named in it.
+    assert!(
+        banner.contains("sandbox auto: "),
+        "the banner states the sandbox: {banner}"
+    );
     tmux.line("the first task");
     tmux.wait_for_prompt_after("first answer").await;
     // The root's AGENTS.md reached the system prompt.
