@@ -8,6 +8,8 @@
 //! - `containment_fs`: the agent's own file access and helpers as an
 //!   attacker tries them: fsmonitor, symlink races, spill symlinks, FIFOs,
 //!   hard links, AGENTS.md, a gigabyte of output.
+//! - `hostile_model`: one run of the binary with the defaults against a model
+//!   that tries every escape of issue 13: refusals, nothing outside changed.
 //! - `fuzz`: property tests: arbitrary bytes never panic the SSE reader or the assembler.
 //! - `local_models`: streams recorded from llama-server replayed: calls
 //!   written as text, keep-alives, the usage chunk, the padding cut.
@@ -49,6 +51,7 @@ mod binary;
 mod client;
 mod containment_fs;
 mod fuzz;
+mod hostile_model;
 mod layering;
 mod local_models;
 mod mcp;

@@ -32,13 +32,13 @@ fn launcher() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_agent"))
 }
 
-fn report() -> SandboxReport {
+pub(crate) fn report() -> SandboxReport {
     sandbox::probe(&launcher())
 }
 
 /// Whether every layer the test needs is there. When one is not, says so
 /// on stderr (the test then checks the report), or fails when required.
-fn layers_present(test: &str, report: &SandboxReport, network: bool) -> bool {
+pub(crate) fn layers_present(test: &str, report: &SandboxReport, network: bool) -> bool {
     let missing = report.missing_required(network);
     if missing.is_empty() {
         return true;
@@ -116,7 +116,7 @@ fn setup() -> Setup {
 }
 
 /// A directory outside every writable dir: under cargo's target dir.
-fn outside_dir() -> tempfile::TempDir {
+pub(crate) fn outside_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir in target")
 }
 
@@ -152,17 +152,17 @@ async fn run(command: &str, s: &Setup) -> Outcome {
     run_spec(spec(command, s), CancellationToken::new()).await
 }
 
-fn quote(path: &Path) -> String {
+pub(crate) fn quote(path: &Path) -> String {
     format!("'{}'", path.display())
 }
 
 /// A marker unique to this test run, for finding processes by argv.
-fn marker(n: u32) -> String {
+pub(crate) fn marker(n: u32) -> String {
     format!("{n}.{}", std::process::id())
 }
 
 /// Live processes whose argv contains `needle` (zombies have none).
-fn with_argv(needle: &str) -> Vec<String> {
+pub(crate) fn with_argv(needle: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -177,7 +177,7 @@ fn with_argv(needle: &str) -> Vec<String> {
         .collect()
 }
 
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + GONE_DEADLINE;
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting: {what}");
@@ -185,7 +185,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-async fn assert_none_left(needle: &str) {
+pub(crate) async fn assert_none_left(needle: &str) {
     wait_until(&format!("processes with {needle} to die"), || {
         with_argv(needle).is_empty()
     })
@@ -331,7 +331,7 @@ async fn reads_and_execution_outside_still_work() {
 }
 
 /// Connects to a pathname Unix socket with perl; prints "connected".
-fn unix_connect(path: &Path) -> String {
+pub(crate) fn unix_connect(path: &Path) -> String {
     format!(
         "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\"; print \"connected\\n\"' {}",
         quote(path)

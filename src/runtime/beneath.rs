@@ -61,6 +61,28 @@ const MAX_ANCESTORS: usize = 4096;
 /// Attempts at finding an unused temporary name next to a file.
 const TEMP_NAME_ATTEMPTS: u32 = 16;
 
+/// The name of a repository's metadata directory (or gitdir file).
+const GIT_DIR: &str = ".git";
+
+/// What a write beneath a root may not touch.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fence<'a> {
+    /// Directories (the agent's own) refused by identity, wherever a
+    /// symlink makes them appear.
+    pub dirs: &'a [PathBuf],
+    /// Refuse anything inside a `.git` directory beneath the root, and
+    /// creating, replacing or removing an entry named `.git`.
+    pub git: bool,
+}
+
+impl Fence<'_> {
+    /// No fence: the agent's own restores (undo) put back what was there.
+    pub const NONE: Fence<'static> = Fence {
+        dirs: &[],
+        git: false,
+    };
+}
+
 /// Why a path beneath a root cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
@@ -89,6 +111,11 @@ pub enum AccessError {
     /// The write would land beneath one of the agent's own directories.
     #[error("it lies in {}, which belongs to the agent and is read-only", dir.display())]
     Protected { dir: PathBuf },
+    /// The write would land inside a repository's `.git` (or create or
+    /// remove a `.git` entry): its config and hooks run programs whenever
+    /// git runs, so a write there is a way out.
+    #[error("it is in a repository's metadata ({}), which file tools never write", path.display())]
+    GitMetadata { path: PathBuf },
     /// Symlinks nest deeper than [`MAX_SYMLINKS`].
     #[error("it goes through more than {MAX_SYMLINKS} symlinks")]
     TooManyLinks,
@@ -315,17 +342,17 @@ impl Root {
 
     /// Creates the directory `rel` and its missing parents, beneath the
     /// root (symlinks inside followed, none out).
-    /// No directory is created beneath one of `protected`.
-    pub fn create_dir_all(&self, rel: &Path, protected: &[PathBuf]) -> Result<(), AccessError> {
+    /// No directory is created behind the `fence`.
+    pub fn create_dir_all(&self, rel: &Path, fence: Fence<'_>) -> Result<(), AccessError> {
         let root = self.dir_fd()?;
-        self.create_dir_all_in(root.as_fd(), rel, protected, 0)
+        self.create_dir_all_in(root.as_fd(), rel, fence, 0)
     }
 
     fn create_dir_all_in(
         &self,
         root: BorrowedFd<'_>,
         rel: &Path,
-        protected: &[PathBuf],
+        fence: Fence<'_>,
         depth: usize,
     ) -> Result<(), AccessError> {
         if depth > MAX_ANCESTORS {
@@ -340,11 +367,9 @@ impl Root {
             // The root itself is missing.
             return Err(AccessError::NotFound);
         };
-        self.create_dir_all_in(root, &parent, protected, depth + 1)?;
+        self.create_dir_all_in(root, &parent, fence, depth + 1)?;
         let dir = self.open_dir(root, &parent)?;
-        if let Some(dir) = beneath_any(&dir, protected)? {
-            return Err(AccessError::Protected { dir });
-        }
+        check_fence(root, &dir, &name, fence)?;
         match rustix::fs::mkdirat(&dir, name.as_os_str(), Mode::from_raw_mode(0o777)) {
             Ok(()) | Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(e.into()),
@@ -357,20 +382,18 @@ impl Root {
     /// relative to one directory descriptor. An existing file keeps its
     /// permissions. A symlink inside is followed (its target replaced, the
     /// link kept). Refused: a directory, a FIFO, device or socket, and
-    /// anything beneath one of `protected`. Returns whether a file existed.
+    /// anything behind the `fence`. Returns whether a file existed.
     pub fn write_atomic(
         &self,
         rel: &Path,
         bytes: &[u8],
-        protected: &[PathBuf],
+        fence: Fence<'_>,
     ) -> Result<bool, AccessError> {
         let target = self.resolve(rel)?;
         let Some(name) = target.name else {
             return Err(AccessError::IsDir);
         };
-        if let Some(dir) = beneath_any(&target.dir, protected)? {
-            return Err(AccessError::Protected { dir });
-        }
+        check_fence(self.dir_fd()?.as_fd(), &target.dir, &name, fence)?;
         let existing =
             match rustix::fs::statat(&target.dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => Some(st),
@@ -411,15 +434,13 @@ impl Root {
     /// symlink there points to: the parent is resolved beneath the root and
     /// the name unlinked relative to it. A directory is refused. Returns
     /// whether something was removed.
-    pub fn remove_file(&self, rel: &Path, protected: &[PathBuf]) -> Result<bool, AccessError> {
+    pub fn remove_file(&self, rel: &Path, fence: Fence<'_>) -> Result<bool, AccessError> {
         let (parent, Some(name)) = split_last(rel) else {
             return Err(AccessError::IsDir);
         };
         let root = self.dir_fd()?;
         let dir = self.open_dir(root.as_fd(), &parent)?;
-        if let Some(dir) = beneath_any(&dir, protected)? {
-            return Err(AccessError::Protected { dir });
-        }
+        check_fence(root.as_fd(), &dir, &name, fence)?;
         match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => return Err(AccessError::IsDir),
@@ -574,6 +595,15 @@ impl Located {
         }
     }
 
+    /// What the tools' writes may not touch: the agent's own dirs and
+    /// the repository's metadata.
+    fn fence(&self) -> Fence<'_> {
+        Fence {
+            dirs: &self.protected,
+            git: true,
+        }
+    }
+
     /// The root this path lies beneath.
     pub fn root(&self) -> &Root {
         &self.root
@@ -598,9 +628,9 @@ impl Located {
     /// atomically ([`Root::write_atomic`]). Returns whether it existed.
     pub fn write(&self, bytes: &[u8]) -> Result<bool, AccessError> {
         if let Some(parent) = self.rel.parent() {
-            self.root.create_dir_all(parent, &self.protected)?;
+            self.root.create_dir_all(parent, self.fence())?;
         }
-        self.root.write_atomic(&self.rel, bytes, &self.protected)
+        self.root.write_atomic(&self.rel, bytes, self.fence())
     }
 }
 
@@ -675,6 +705,44 @@ fn kind_name(t: FileType) -> &'static str {
         FileType::Symlink => "symlink",
         _ => "special file",
     }
+}
+
+/// Refuses an entry `name` in the opened directory `dir` (beneath the
+/// root `root`) that lies behind the fence. Both checks read the
+/// directory as opened, so a symlink swapped in by the path's text changes
+/// nothing.
+fn check_fence(
+    root: BorrowedFd<'_>,
+    dir: &OwnedFd,
+    name: &OsStr,
+    fence: Fence<'_>,
+) -> Result<(), AccessError> {
+    if let Some(dir) = beneath_any(dir, fence.dirs)? {
+        return Err(AccessError::Protected { dir });
+    }
+    if fence.git {
+        let opened = opened_path(dir.as_fd())?;
+        let inside = opened_path(root)
+            .ok()
+            .and_then(|root| opened.strip_prefix(root).ok().map(Path::to_path_buf))
+            .unwrap_or_else(|| opened.clone());
+        if name == GIT_DIR || inside.components().any(|c| c.as_os_str() == GIT_DIR) {
+            return Err(AccessError::GitMetadata {
+                path: opened.join(name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Where an open directory is, as the kernel resolved it. Without
+/// `/proc` this is an error: the fence is not guessed.
+fn opened_path(dir: BorrowedFd<'_>) -> Result<PathBuf, AccessError> {
+    use std::os::fd::AsRawFd;
+    Ok(std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        dir.as_raw_fd()
+    ))?)
 }
 
 /// The protected directory `dir` lies beneath (or is), found by climbing
@@ -821,7 +889,7 @@ mod tests {
             assert!(matches!(err, AccessError::Outside { .. }), "{bad}: {err}");
         }
         let err = root
-            .write_atomic(Path::new("out-dir/planted"), b"x", &[])
+            .write_atomic(Path::new("out-dir/planted"), b"x", Fence::NONE)
             .unwrap_err();
         assert!(matches!(err, AccessError::Outside { .. }), "{err}");
         assert!(!outside.join("planted").exists());
@@ -836,7 +904,7 @@ mod tests {
         symlink(ws.join("real.txt"), ws.join("link.txt")).unwrap();
         let root = Root::new(&ws);
         assert!(
-            root.write_atomic(Path::new("link.txt"), b"new", &[])
+            root.write_atomic(Path::new("link.txt"), b"new", Fence::NONE)
                 .unwrap()
         );
         assert!(
@@ -853,7 +921,11 @@ mod tests {
         assert_eq!(mode & 0o777, 0o750);
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 2);
-        assert!(!root.write_atomic(Path::new("new.txt"), b"n", &[]).unwrap());
+        assert!(
+            !root
+                .write_atomic(Path::new("new.txt"), b"n", Fence::NONE)
+                .unwrap()
+        );
     }
 
     #[test]
@@ -873,7 +945,9 @@ mod tests {
             matches!(err, AccessError::NotRegular { kind } if kind.contains("FIFO")),
             "{err}"
         );
-        let err = root.write_atomic(Path::new("fifo"), b"x", &[]).unwrap_err();
+        let err = root
+            .write_atomic(Path::new("fifo"), b"x", Fence::NONE)
+            .unwrap_err();
         assert!(matches!(err, AccessError::NotRegular { .. }), "{err}");
         // /dev/zero through a link is outside the root.
         assert!(matches!(
@@ -885,7 +959,9 @@ mod tests {
         let dev = Root::new(Path::new("/dev"));
         let err = read(&dev, "null").unwrap_err();
         assert!(matches!(err, AccessError::NotRegular { .. }), "{err}");
-        let err = dev.write_atomic(Path::new("null"), b"x", &[]).unwrap_err();
+        let err = dev
+            .write_atomic(Path::new("null"), b"x", Fence::NONE)
+            .unwrap_err();
         assert!(matches!(err, AccessError::NotRegular { .. }), "{err}");
     }
 
@@ -905,16 +981,64 @@ mod tests {
         symlink("data/out", ws.join("alias")).unwrap();
         let root = Root::new(&ws);
         let protected = [ws.join("data")];
+        let fence = Fence {
+            dirs: &protected,
+            git: false,
+        };
         for path in ["data/x", "data/out/x", "alias/x"] {
-            let err = root
-                .write_atomic(Path::new(path), b"x", &protected)
-                .unwrap_err();
+            let err = root.write_atomic(Path::new(path), b"x", fence).unwrap_err();
             assert!(
                 matches!(err, AccessError::Protected { .. }),
                 "{path}: {err}"
             );
         }
-        assert!(root.write_atomic(Path::new("ok"), b"x", &protected).is_ok());
+        assert!(root.write_atomic(Path::new("ok"), b"x", fence).is_ok());
+    }
+
+    #[test]
+    fn the_git_fence_refuses_repository_metadata_by_where_it_is() {
+        let (_d, ws, _) = setup();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join("sub/.git")).unwrap();
+        symlink(".git", ws.join("meta")).unwrap();
+        symlink(".git/hooks", ws.join("hooks")).unwrap();
+        let root = Root::new(&ws);
+        let fence = Fence {
+            dirs: &[],
+            git: true,
+        };
+        for path in [
+            ".git/config",
+            ".git/hooks/post-checkout",
+            "meta/config",
+            "hooks/pre-commit",
+            "sub/.git/config",
+            "sub/.git",
+            ".git",
+        ] {
+            let err = root.write_atomic(Path::new(path), b"x", fence).unwrap_err();
+            assert!(
+                matches!(err, AccessError::GitMetadata { .. }),
+                "{path}: {err}"
+            );
+        }
+        for dir in [".git/hooks/x", "new/.git", "new/.git/hooks"] {
+            let err = root.create_dir_all(Path::new(dir), fence).unwrap_err();
+            assert!(
+                matches!(err, AccessError::GitMetadata { .. }),
+                "{dir}: {err}"
+            );
+        }
+        assert!(!ws.join("new/.git").exists());
+        let err = root.remove_file(Path::new("meta/HEAD"), fence).unwrap_err();
+        assert!(matches!(err, AccessError::GitMetadata { .. }), "{err}");
+        assert!(!ws.join(".git/config").exists());
+        // Names that only look like it are ordinary files.
+        for path in [".gitignore", "src/.github/ci.yml", "x.git"] {
+            root.create_dir_all(Path::new(path).parent().unwrap(), fence)
+                .unwrap();
+            root.write_atomic(Path::new(path), b"x", fence).unwrap();
+        }
     }
 
     #[test]
@@ -922,10 +1046,11 @@ mod tests {
         let (_d, ws, outside) = setup();
         symlink(&outside, ws.join("out")).unwrap();
         let root = Root::new(&ws);
-        root.create_dir_all(Path::new("a/b/c"), &[]).unwrap();
+        root.create_dir_all(Path::new("a/b/c"), Fence::NONE)
+            .unwrap();
         assert!(ws.join("a/b/c").is_dir());
         assert!(matches!(
-            root.create_dir_all(Path::new("out/new"), &[]),
+            root.create_dir_all(Path::new("out/new"), Fence::NONE),
             Err(AccessError::Outside { .. })
         ));
         assert!(!outside.join("new").exists());

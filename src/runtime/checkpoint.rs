@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::beneath::{AccessError, Root, lexical};
+use super::beneath::{AccessError, Fence, Root, lexical};
 
 /// Default bytes of one file kept for undo (8 MB): source files are far
 /// smaller; a bigger file is usually generated or binary.
@@ -548,7 +548,7 @@ impl Checkpoints {
         match target {
             Content::Absent => self
                 .root
-                .remove_file(path, &[])
+                .remove_file(path, Fence::NONE)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
             Content::Saved { hash, .. } => {
@@ -557,11 +557,11 @@ impl Checkpoints {
                     .ok_or_else(|| "its saved content is missing from the store".to_string())?;
                 if let Some(parent) = path.parent() {
                     self.root
-                        .create_dir_all(parent, &[])
+                        .create_dir_all(parent, Fence::NONE)
                         .map_err(|e| e.to_string())?;
                 }
                 self.root
-                    .write_atomic(path, &bytes, &[])
+                    .write_atomic(path, &bytes, Fence::NONE)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             }

@@ -48,6 +48,14 @@ pub fn write_protected(path: &str, dir: &str) -> String {
     )
 }
 
+/// A write inside a repository's `.git`: its config and hooks run
+/// programs whenever git runs, so file tools never write there.
+pub fn write_git_metadata(path: &str) -> String {
+    format!(
+        "Error: {path} is inside a repository's .git, which file tools never write: its config and hooks run programs whenever git runs. Change the work tree instead; git commands (commit, branch, ...) keep .git up to date."
+    )
+}
+
 /// Any other refusal or failure of a file access.
 pub fn access_failed(action: &str, path: &str, why: &str) -> String {
     format!("Error: cannot {action} {path}: {why}.")

@@ -69,6 +69,9 @@ fn access_failed(action: &str, shown: &str, err: &AccessError) -> Option<ToolOut
             ErrorKind::Denied,
             messages::write_protected(shown, &dir.display().to_string()),
         ),
+        AccessError::GitMetadata { .. } => {
+            ToolOutput::failed(ErrorKind::Denied, messages::write_git_metadata(shown))
+        }
         AccessError::Io(e) => failed(messages::io_failed(action, shown, e)),
         AccessError::NotDir | AccessError::Changed => {
             failed(messages::access_failed(action, shown, &err.to_string()))
