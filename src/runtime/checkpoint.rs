@@ -4,7 +4,8 @@
 //! Before a call that may change files, every file the workspace tracker
 //! lists (and the file a write tool names) whose metadata moved since it
 //! was last seen is read and its bytes kept in a content-addressed store
-//! (`<data dir>/checkpoints/<session>/objects/<sha256>`, never in the
+//! (`<data dir>/checkpoints/<session>/objects.pack`, one append-only file
+//! of objects named by their sha256, [`super::undo_pack`]; never in the
 //! person's repository). After the call the listing is compared again;
 //! each file that appeared, changed or vanished becomes a [`Change`]
 //! (content before, content after) of the current model turn. A turn with
@@ -28,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use super::undo_pack::Pack;
 
 use super::beneath::{AccessError, Fence, Root, lexical};
 
@@ -156,6 +159,7 @@ pub enum UndoError {
 #[derive(Debug)]
 pub struct Checkpoints {
     dir: PathBuf,
+    pack: Shared,
     root: Root,
     caps: Caps,
     index: Index,
@@ -183,8 +187,23 @@ struct Prefilled {
 #[derive(Clone, Debug)]
 struct Store {
     root: Root,
-    dir: PathBuf,
+    pack: Shared,
     caps: Caps,
+}
+
+/// The session's pack, written by the background prefill and the calls.
+type Shared = std::sync::Arc<std::sync::Mutex<Pack>>;
+
+/// The pack's name in a session's store.
+const PACK: &str = "objects.pack";
+/// Where sessions before the pack kept one file per object; still read.
+const LEGACY_OBJECTS: &str = "objects";
+
+/// The session's pack and the bytes its store holds.
+fn open_store(dir: &Path) -> (Shared, u64) {
+    let pack = Pack::open(dir.join(PACK));
+    let bytes = pack.bytes() + dir_bytes(&dir.join(LEGACY_OBJECTS));
+    (std::sync::Arc::new(std::sync::Mutex::new(pack)), bytes)
 }
 
 impl Checkpoints {
@@ -193,10 +212,11 @@ impl Checkpoints {
     pub fn new(dir: PathBuf, workspace: &Path, caps: Caps) -> Self {
         let mut index = load_index(&dir).unwrap_or_default();
         index.workspace = workspace.to_path_buf();
-        let stored_bytes = dir_bytes(&dir.join("objects"));
+        let (pack, stored_bytes) = open_store(&dir);
         Checkpoints {
             root: Root::new(workspace),
             dir,
+            pack,
             caps,
             index,
             baseline: HashMap::new(),
@@ -214,10 +234,12 @@ impl Checkpoints {
             path: dir.clone(),
             message,
         })?;
+        let (pack, stored_bytes) = open_store(&dir);
         Ok(Checkpoints {
             root: Root::new(&index.workspace),
-            stored_bytes: dir_bytes(&dir.join("objects")),
+            stored_bytes,
             dir,
+            pack,
             caps: Caps::default(),
             index,
             baseline: HashMap::new(),
@@ -325,7 +347,7 @@ impl Checkpoints {
     fn store(&self) -> Store {
         Store {
             root: self.root.clone(),
-            dir: self.dir.clone(),
+            pack: self.pack.clone(),
             caps: self.caps,
         }
     }
@@ -588,11 +610,14 @@ impl Checkpoints {
     /// is not what its name says (objects are written without a sync, so
     /// after a crash one may be empty or cut: it is never restored).
     fn object(&self, hash: &str) -> Option<Vec<u8>> {
+        if let Some(bytes) = self.pack.lock().ok().and_then(|p| p.get(hash)) {
+            return Some(bytes);
+        }
         // A hash is hex only, so it names a file in objects/ and nothing else.
         if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
-        let bytes = std::fs::read(self.dir.join("objects").join(hash)).ok()?;
+        let bytes = std::fs::read(self.dir.join(LEGACY_OBJECTS).join(hash)).ok()?;
         (sha256(&bytes) == hash).then_some(bytes)
     }
 
@@ -637,8 +662,12 @@ impl Store {
             };
         }
         let hash = sha256(&bytes);
-        let object = self.dir.join("objects").join(&hash);
-        if !object.exists() {
+        let Ok(mut pack) = self.pack.lock() else {
+            return Content::Unsaved {
+                reason: "the undo store is unusable after an earlier failure".to_string(),
+            };
+        };
+        if !pack.contains(&hash) {
             if *stored_bytes + bytes.len() as u64 > self.caps.total {
                 return Content::Unsaved {
                     reason: format!(
@@ -647,9 +676,7 @@ impl Store {
                     ),
                 };
             }
-            let written = std::fs::create_dir_all(self.dir.join("objects"))
-                .and_then(|()| write_object(&object, &bytes));
-            if let Err(e) = written {
+            if let Err(e) = pack.put(&hash, &bytes) {
                 return Content::Unsaved {
                     reason: format!("cannot write the undo store: {e}"),
                 };
@@ -661,29 +688,6 @@ impl Store {
             size: bytes.len() as u64,
         }
     }
-}
-
-/// Writes one object: a new temp file renamed into place, so a reader
-/// never sees half of it. No sync: the first call of a session keeps every
-/// file of the workspace, and a sync each (two, with the directory) cost
-/// about 0.3 ms per file; [`Checkpoints::object`] checks the hash instead.
-fn write_object(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(".tmp-{}", std::process::id()));
-    let temp = PathBuf::from(temp);
-    // A temp file left by a killed agent of the same pid.
-    let _ = std::fs::remove_file(&temp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| std::fs::rename(&temp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
 }
 
 fn load_index(dir: &Path) -> Result<Index, String> {
@@ -704,7 +708,7 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(super) fn sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -827,9 +831,10 @@ mod tests {
         std::fs::write(ws.path().join("a.txt"), b"after").unwrap();
         cp.after_call(Some(&listing(ws.path())), None);
         assert_eq!(cp.end_turn().unwrap(), Some(1));
-        // As after a crash: the object was renamed but never synced.
-        let object = data.path().join("s/objects").join(sha256(b"before"));
-        std::fs::write(&object, b"").unwrap();
+        // As after a crash: the object was written but never synced.
+        let pack = data.path().join("s").join(PACK);
+        let len = std::fs::metadata(&pack).unwrap().len();
+        std::fs::write(&pack, vec![0u8; len as usize]).unwrap();
         let done = cp.restore(1, false);
         assert_eq!(std::fs::read(ws.path().join("a.txt")).unwrap(), b"after");
         let shown = format!("{done:?}");

@@ -8,7 +8,8 @@
 //! - [`beneath`]: race-free file access beneath the workspace and the other
 //!   allowed roots (`openat2` with `RESOLVE_BENEATH`), regular files only.
 //! - [`checkpoint`]: what the tools changed per model turn, kept in the
-//!   data dir, and restoring it (undo) without overwriting the person's edits.
+//!   data dir, and restoring it (undo) without overwriting the person's edits;
+//!   [`undo_pack`]: its objects, one append-only file per session.
 //! - [`fs`]: joining a path the model gave to the workspace, sizes, atomic
 //!   writes of the agent's own files.
 //! - [`command`] and [`effects`]: a shell command parsed for the policy:
@@ -32,6 +33,7 @@ pub mod process;
 pub mod sandbox;
 pub mod secrets;
 pub mod spill;
+pub mod undo_pack;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

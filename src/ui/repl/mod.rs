@@ -106,6 +106,9 @@ pub fn run(
     // Requests typed ahead while a turn ran, sent one by one.
     let mut queued = std::collections::VecDeque::new();
     loop {
+        // Held until the editor is done: an Enter pressed after the drain
+        // reaches the editor as Enter (type_ahead's doc says why).
+        let held = type_ahead::hold_enter(std::io::stdin());
         if queued.is_empty() {
             queued.extend(type_ahead::inputs(type_ahead::drain()));
         }
@@ -119,6 +122,7 @@ pub fn run(
                 None => editor.readline("› "),
             },
         };
+        drop(held);
         let line = match read {
             Ok(line) => {
                 last_interrupt = None;

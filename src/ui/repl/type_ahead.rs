@@ -5,6 +5,12 @@
 //! inserts a newline instead of sending, and the request would sit
 //! unsent. Read here instead, it is sent as if typed at the prompt. A line
 //! not yet ended stays for the editor, which shows it for editing.
+//!
+//! An Enter pressed after that read but before the editor takes the
+//! terminal would still become Ctrl-J, so from the read until the editor
+//! is done, [`hold_enter`] keeps the terminal from turning Enter into a
+//! newline: such a line stays unended in line mode, and the editor, once
+//! it takes the terminal, reads its Enter as Enter.
 
 use std::io::BufRead;
 use std::os::fd::AsFd;
@@ -34,6 +40,38 @@ pub fn drain() -> Vec<String> {
         }
     }
     lines
+}
+
+/// Keeps Enter a carriage return (`ICRNL` off) on the terminal at `fd`
+/// until dropped, when it is restored; `None` when `fd` is not a terminal
+/// in line mode translating Enter, with nothing changed.
+pub fn hold_enter<Fd: AsFd>(fd: Fd) -> Option<EnterHeld<Fd>> {
+    use rustix::termios::{InputModes, LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    let mut modes = tcgetattr(fd.as_fd()).ok()?;
+    if !modes.local_modes.contains(LocalModes::ICANON)
+        || !modes.input_modes.contains(InputModes::ICRNL)
+    {
+        return None;
+    }
+    modes.input_modes.remove(InputModes::ICRNL);
+    tcsetattr(fd.as_fd(), OptionalActions::Now, &modes).ok()?;
+    Some(EnterHeld { fd })
+}
+
+/// The terminal with Enter held as a carriage return; see [`hold_enter`].
+pub struct EnterHeld<Fd: AsFd> {
+    fd: Fd,
+}
+
+impl<Fd: AsFd> Drop for EnterHeld<Fd> {
+    fn drop(&mut self) {
+        use rustix::termios::{InputModes, OptionalActions, tcgetattr, tcsetattr};
+        // The editor restored the modes it found, so only ICRNL differs.
+        if let Ok(mut modes) = tcgetattr(self.fd.as_fd()) {
+            modes.input_modes.insert(InputModes::ICRNL);
+            let _ = tcsetattr(self.fd.as_fd(), OptionalActions::Now, &modes);
+        }
+    }
 }
 
 /// A line without what keys other than text leave in it in line mode:
@@ -126,6 +164,71 @@ mod tests {
         );
         assert!(inputs(lines(&["", "  "])).is_empty());
         assert!(inputs(Vec::new()).is_empty());
+    }
+
+    /// What the terminal at `tty` holds for its reader, read as the line
+    /// editor reads it (line mode off), waiting for `want` bytes.
+    fn read_raw(tty: &std::fs::File, want: usize) -> Vec<u8> {
+        use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+        let line_mode = tcgetattr(tty).unwrap();
+        let mut raw = line_mode.clone();
+        raw.local_modes
+            .remove(LocalModes::ICANON | LocalModes::ECHO);
+        tcsetattr(tty, OptionalActions::Now, &raw).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut got = Vec::new();
+        while got.len() < want && std::time::Instant::now() < deadline {
+            let mut fds = [nix::poll::PollFd::new(
+                tty.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            if matches!(nix::poll::poll(&mut fds, 100u16), Ok(n) if n > 0) {
+                let mut buf = [0u8; 64];
+                let n = rustix::io::read(tty, &mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        tcsetattr(tty, OptionalActions::Now, &line_mode).unwrap();
+        got
+    }
+
+    #[test]
+    fn an_enter_pressed_while_held_reaches_the_editor_as_enter() {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        use rustix::termios::{InputModes, tcgetattr};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        grantpt(&master).unwrap();
+        unlockpt(&master).unwrap();
+        let name = ptsname(&master, Vec::new()).unwrap();
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(name.to_str().unwrap())
+            .unwrap();
+        // A new terminal is in line mode and turns Enter into a newline.
+        rustix::io::write(&master, b"before\r").unwrap();
+        assert_eq!(read_raw(&tty, 7), b"before\n");
+
+        let held = hold_enter(&tty).expect("a terminal in line mode");
+        // Typed while held: the Enter stays a carriage return, which does
+        // not end a line in line mode, and the editor reads it as Enter.
+        rustix::io::write(&master, b"/model nope\r").unwrap();
+        assert_eq!(read_raw(&tty, 12), b"/model nope\r");
+        drop(held);
+        assert!(
+            tcgetattr(&tty)
+                .unwrap()
+                .input_modes
+                .contains(InputModes::ICRNL)
+        );
+        rustix::io::write(&master, b"after\r").unwrap();
+        assert_eq!(read_raw(&tty, 6), b"after\n");
+    }
+
+    #[test]
+    fn nothing_is_held_on_what_is_not_a_terminal() {
+        let file = tempfile::tempfile().unwrap();
+        assert!(hold_enter(&file).is_none());
     }
 
     #[test]
