@@ -20,8 +20,10 @@ use crate::common::{Dirs, STEP_TIMEOUT, agent_command, output, stderr, stdout};
 /// Where `.ci/run` installs the servers.
 const SERVERS_VAR: &str = "AGENT_TEST_MCP_SERVERS";
 
-/// The installed servers' programs, or `None` (with the reason printed)
-/// where they could not be installed.
+/// The installed servers' programs. Where `AGENT_TEST_MCP_SERVERS` is set
+/// (`.ci/run` sets it after installing them) a missing one fails the
+/// test: CI must not pass without the real servers. Unset, a developer's
+/// plain `cargo test` without them gets `None`, with the reason printed.
 struct Servers {
     everything: PathBuf,
     filesystem: PathBuf,
@@ -29,7 +31,9 @@ struct Servers {
 }
 
 fn servers() -> Option<Servers> {
+    let required = std::env::var_os(SERVERS_VAR).is_some_and(|v| !v.is_empty());
     let root = std::env::var_os(SERVERS_VAR)
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-servers"));
     let bin = root.join("npm/node_modules/.bin");
@@ -40,6 +44,11 @@ fn servers() -> Option<Servers> {
     };
     for path in [&found.everything, &found.filesystem, &found.time] {
         if !path.exists() {
+            assert!(
+                !required,
+                "{SERVERS_VAR} is set, but {} is missing: the reference MCP servers were not installed (see .ci/run)",
+                path.display()
+            );
             println!(
                 "SKIPPED: the reference MCP servers are not installed ({} is missing); .ci/run installs them into {SERVERS_VAR}",
                 path.display()

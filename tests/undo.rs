@@ -1,19 +1,11 @@
 //! Undo as a person uses it: `/undo` and `/rewind` in the REPL (tmux), and
 //! `agent undo` after a one-shot task, against the mock model. The store
 //! lives in the data dir; the workspace holds only the person's files.
+//! The default policy: the sandbox on where the kernel has it.
 
 use crate::common::mock::{MockServer, Reply, Shape};
 use crate::common::tmux::Tmux;
 use crate::common::{Dirs, agent_command, output, stderr, stdout};
-
-/// Writes the default policy with the sandbox off into the config dir, so
-/// the test runs the same on kernels without the sandbox's layers.
-fn sandbox_off(dirs: &Dirs) {
-    let policy =
-        include_str!("../scripts/policy.rhai").replace("sandbox: \"auto\",", "sandbox: \"off\",");
-    assert!(policy.contains("sandbox: \"off\","));
-    std::fs::write(dirs.config.join("policy.rhai"), policy).unwrap();
-}
 
 /// Bytes a careless restore would mangle: CRLF, UTF-8, a NUL, no final
 /// newline.
@@ -50,7 +42,6 @@ fn no_store_in_the_workspace(dirs: &Dirs) {
 #[tokio::test]
 async fn undo_restores_a_write_file_overwrite_and_a_sed_edit_byte_for_byte() {
     let dirs = Dirs::new();
-    sandbox_off(&dirs);
     std::fs::create_dir_all(dirs.workspace.join("src")).unwrap();
     std::fs::write(dirs.workspace.join("src/main.rs"), ORIGINAL_MAIN).unwrap();
     let notes = b"alpha\nsecond line\r\n\xff\xfe binary tail".to_vec();
@@ -104,7 +95,6 @@ async fn undo_restores_a_write_file_overwrite_and_a_sed_edit_byte_for_byte() {
 #[tokio::test]
 async fn rewind_lists_the_turns_and_goes_back_to_before_an_earlier_one() {
     let dirs = Dirs::new();
-    sandbox_off(&dirs);
     dirs.write("a.txt", "original a\n");
     let server = MockServer::start(vec![
         write_file_call("w1", "a.txt", "first change\n"),
@@ -154,7 +144,6 @@ async fn rewind_lists_the_turns_and_goes_back_to_before_an_earlier_one() {
 #[tokio::test]
 async fn rewind_with_chat_takes_files_and_conversation_back_to_a_message() {
     let dirs = Dirs::new();
-    sandbox_off(&dirs);
     dirs.write("a.txt", "original a\n");
     let server = MockServer::start(vec![
         write_file_call("w1", "a.txt", "first change\n"),
@@ -229,7 +218,6 @@ async fn rewind_with_chat_takes_files_and_conversation_back_to_a_message() {
 #[tokio::test]
 async fn agent_undo_lists_turns_and_stops_at_a_later_edit_by_the_person() {
     let dirs = Dirs::new();
-    sandbox_off(&dirs);
     dirs.write("a.txt", "one\ntwo\n");
     let server = MockServer::start(vec![
         write_file_call("w1", "a.txt", "one\nagent\n"),
@@ -290,7 +278,6 @@ async fn agent_undo_lists_turns_and_stops_at_a_later_edit_by_the_person() {
 #[tokio::test]
 async fn a_restore_does_not_follow_a_symlink_out_of_the_workspace() {
     let dirs = Dirs::new();
-    sandbox_off(&dirs);
     dirs.write("a.txt", "original\n");
     let outside = dirs.home.join("outside.txt");
     std::fs::write(&outside, "outside\n").unwrap();
