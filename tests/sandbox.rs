@@ -95,11 +95,18 @@ fn setup_alone(settings: SandboxSettings) -> Setup {
 }
 
 fn setup_holding(settings: SandboxSettings, budget: Budget) -> Setup {
+    setup_prepared(settings, budget, |_| {})
+}
+
+/// A setup whose workspace `prepare` fills before the session's sandbox
+/// is made (it looks at the repository then).
+fn setup_prepared(settings: SandboxSettings, budget: Budget, prepare: impl FnOnce(&Path)) -> Setup {
     let root = tempfile::tempdir().expect("root");
     let workspace = root.path().join("ws");
     let temp = root.path().join("tmp");
     std::fs::create_dir_all(workspace.join(".git/hooks")).unwrap();
     std::fs::write(workspace.join(".git/config"), "[core]\n").unwrap();
+    prepare(&workspace);
     std::fs::create_dir_all(&temp).unwrap();
     let sandbox = Sandbox::for_session(launcher(), &settings, &report(), &workspace, &temp, &[]);
     Setup {
@@ -312,6 +319,58 @@ async fn git_hooks_and_config_are_read_only_inside_a_writable_workspace() {
             "[core]\n"
         );
         assert!(!s.workspace.join(".git/hooks/pre-commit").exists());
+    }
+}
+
+#[tokio::test]
+async fn submodules_hooks_and_config_are_read_only_and_cannot_be_renamed_away() {
+    let s = setup_prepared(SandboxSettings::default(), Budget::shared(), |ws| {
+        // A submodule `lib` and one named `libs/json` (names nest).
+        for dir in [".git/modules/lib", ".git/modules/libs/json"] {
+            std::fs::create_dir_all(ws.join(dir).join("hooks")).unwrap();
+            std::fs::write(ws.join(dir).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(ws.join(dir).join("config"), "[core]\n").unwrap();
+        }
+    });
+    let on = layers_present("git_read_only", &report(), false);
+    let attempts = [
+        "echo evil > .git/modules/lib/hooks/post-checkout",
+        "echo '[core] fsmonitor = evil' >> .git/modules/lib/config",
+        "echo evil > .git/modules/libs/json/hooks/post-checkout",
+        "echo '[core] fsmonitor = evil' >> .git/modules/libs/json/config",
+        // Renamed away with its mounts, then made again with writable hooks.
+        "mv .git/modules .git/modules-away",
+        "mv .git/modules/lib .git/modules/lib-away",
+        "mv .git/modules/libs .git/modules/libs-away",
+        "mv .git/modules/libs/json .git/modules/libs/json-away",
+    ];
+    for command in attempts {
+        let out = run(command, &s).await;
+        if on {
+            assert!(refused(&out), "{command} was not refused: {out:?}");
+        }
+    }
+    // What git writes in a submodule's git directory still works.
+    let out = run(
+        "echo ok > .git/modules/lib/index && echo ok > .git/modules/libs/json/ORIG_HEAD && echo done",
+        &s,
+    )
+    .await;
+    assert_eq!(
+        (out.exit_code, out.stdout.text.as_str()),
+        (Some(0), "done\n"),
+        "{out:?}"
+    );
+    if on {
+        for dir in [".git/modules/lib", ".git/modules/libs/json"] {
+            let ws = &s.workspace;
+            assert_eq!(
+                std::fs::read_to_string(ws.join(dir).join("config")).unwrap(),
+                "[core]\n"
+            );
+            assert!(!ws.join(dir).join("hooks/post-checkout").exists());
+            assert!(ws.join(dir).join("HEAD").exists(), "{dir} was moved");
+        }
     }
 }
 

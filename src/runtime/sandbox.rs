@@ -398,8 +398,9 @@ impl Sandbox {
     }
 
     /// The sandbox of a session: the workspace and `temp_dir` writable;
-    /// `.git/hooks`, `.git/config` and `protected` (the agent's config and
-    /// data dirs) read-only; confinement as `settings` and `report` allow.
+    /// the repository's hooks and config (its submodules' too, see
+    /// [`git_read_only`]) and `protected` (the agent's config and data
+    /// dirs) read-only; confinement as `settings` and `report` allow.
     pub fn for_session(
         launcher: PathBuf,
         settings: &SandboxSettings,
@@ -409,10 +410,7 @@ impl Sandbox {
         protected: &[PathBuf],
     ) -> Self {
         let writable = vec![workspace.to_path_buf(), temp_dir.to_path_buf()];
-        let mut read_only = vec![
-            workspace.join(".git").join("hooks"),
-            workspace.join(".git").join("config"),
-        ];
+        let mut read_only = git_read_only(&workspace.join(".git"));
         read_only.extend(protected.iter().cloned());
         let confine = settings.mode != SandboxMode::Off;
         let refusal = match settings.mode {
@@ -787,6 +785,50 @@ pub fn sweep_stale_temp_dirs() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// Most git directories [`git_read_only`] looks at: a bound on the walk
+/// of `.git/modules`, far above any real repository's submodules.
+const MAX_GIT_DIRS: usize = 4096;
+
+/// What a command must not change in the repository at `git` (the
+/// workspace's `.git`), since git runs it outside the sandbox: the
+/// hooks, `config` and `config.worktree` of the repository and of every
+/// submodule's git directory under `.git/modules` (names with slashes
+/// nest: `modules/libs/json`). Paths that do not exist are skipped when
+/// the mounts are made.
+pub fn git_read_only(git: &Path) -> Vec<PathBuf> {
+    const FILES: [&str; 3] = ["hooks", "config", "config.worktree"];
+    let mut out = Vec::new();
+    let mut gitdirs = vec![git.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = gitdirs.pop() {
+        out.extend(FILES.iter().map(|f| dir.join(f)));
+        // Below `modules`: a directory with a HEAD is a submodule's git
+        // directory; any other is a level of a name with slashes.
+        let mut levels = vec![dir.join("modules")];
+        while let Some(level) = levels.pop() {
+            let Ok(entries) = std::fs::read_dir(&level) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                seen += 1;
+                if seen > MAX_GIT_DIRS {
+                    return out;
+                }
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let path = entry.path();
+                if path.join("HEAD").is_file() {
+                    gitdirs.push(path);
+                } else {
+                    levels.push(path);
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -270,7 +270,8 @@ fn remount_read_only(path: &Path, keep: MsFlags) -> io::Result<()> {
 /// `utime` included (EROFS), which Landlock cannot.
 ///
 /// A `.git` directory inside a writable root becomes a mount point of its
-/// own, so it cannot be renamed away and replaced by a copy with writable
+/// own, and so does every directory between a read-only path and its
+/// root, so none can be renamed away and replaced by a copy with writable
 /// hooks.
 ///
 /// # Errors
@@ -297,16 +298,36 @@ pub fn read_only_view(writable: &[PathBuf], read_only: &[PathBuf]) -> io::Result
             Err(e) => return Err(e),
         }
     }
+    let mut pinned = std::collections::BTreeSet::new();
     for root in &roots {
         let git = root.join(".git");
         if git.is_dir() {
             bind(&git, false)?;
+            pinned.insert(git);
+        }
+    }
+    let read_only: Vec<&PathBuf> = read_only.iter().filter(|p| p.exists()).collect();
+    // Each directory between a read-only path and its writable root is a
+    // mount point too, outermost first: a mount moves with a renamed
+    // parent, so `mv .git/modules away` and a fresh `.git/modules/x` with
+    // writable hooks would get round it; a mount point cannot be renamed.
+    for path in &read_only {
+        let Some(root) = roots.iter().find(|r| path.starts_with(r)) else {
+            continue;
+        };
+        let between: Vec<&Path> = path
+            .ancestors()
+            .skip(1)
+            .take_while(|d| *d != root.as_path())
+            .collect();
+        for dir in between.into_iter().rev() {
+            if dir.is_dir() && pinned.insert(dir.to_path_buf()) {
+                bind(dir, false)?;
+            }
         }
     }
     for path in read_only {
-        if path.exists() {
-            bind(path, true)?;
-        }
+        bind(path, true)?;
     }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
